@@ -1,0 +1,511 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/natstest"
+)
+
+const tenant = "example.org"
+
+func newBus(t testing.TB, nc *nats.Conn, mod func(*Options)) *Bus {
+	t.Helper()
+	o := Options{Namespace: "t", Registerer: prometheus.NewRegistry(), MaxDeliver: 3, AckWait: 2 * time.Second}
+	if mod != nil {
+		mod(&o)
+	}
+	b, err := New(nc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.EnsureShared(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func sendEvent(id, causation string) *alpv1.Event {
+	return &alpv1.Event{
+		Header: &alpv1.EventHeader{
+			Type: "send_requested", SchemaVersion: 1, EventId: id, CausationId: causation,
+			Tenant: tenant, ProducerRole: alpv1.Role_ROLE_INGRESS,
+		},
+		Body: &alpv1.Event_SendRequested{SendRequested: &alpv1.SendRequested{
+			Envelope: &alpv1.Envelope{Id: "env-" + id, Tenant: tenant},
+		}},
+	}
+}
+
+func logSpec() StreamSpec {
+	return StreamSpec{Name: "send", Subjects: []string{"alp.send.example_org.>"}, Retention: jetstream.LimitsPolicy}
+}
+
+func ensure(t testing.TB, b *Bus, spec StreamSpec) jetstream.Stream {
+	t.Helper()
+	s, err := b.EnsureStream(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func waitFor(t testing.TB, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %v", d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSubject(t *testing.T) {
+	s, err := Subject("send", "Mail.Example.org", "p123")
+	if err != nil || s != "alp.send.mail_example_org.p123" {
+		t.Fatalf("got %q, %v", s, err)
+	}
+	for _, bad := range []string{"", "a.b", "a*", ">", "a b"} {
+		if _, err := Subject("send", tenant, bad); err == nil {
+			t.Errorf("Subject accepted person token %q", bad)
+		}
+	}
+}
+
+func TestPublishRejectsInvalidEvents(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	b := newBus(t, natstest.Connect(t, s), nil)
+	ensure(t, b, logSpec())
+	cases := map[string]*alpv1.Event{
+		"no header": {Body: sendEvent("1", "").Body},
+		"no id":     {Header: &alpv1.EventHeader{Type: "send_requested", Tenant: tenant}, Body: sendEvent("1", "").Body},
+		"no tenant": {Header: &alpv1.EventHeader{Type: "send_requested", EventId: "1"}, Body: sendEvent("1", "").Body},
+		"no body":   {Header: &alpv1.EventHeader{Type: "send_requested", EventId: "1", Tenant: tenant}},
+		"type lies": {Header: &alpv1.EventHeader{Type: "decided", EventId: "1", Tenant: tenant}, Body: sendEvent("1", "").Body},
+	}
+	for name, ev := range cases {
+		if _, err := b.Publish(context.Background(), "alp.send.example_org.p", ev); !errors.Is(err, ErrInvalidEvent) {
+			t.Errorf("%s: got %v, want ErrInvalidEvent", name, err)
+		}
+	}
+}
+
+func TestPublishDedupe(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	b := newBus(t, natstest.Connect(t, s), nil)
+	st := ensure(t, b, logSpec())
+	ctx := context.Background()
+	// Two events derived from the same source with the same kind are one
+	// event: a re-run of the handler after a redelivery.
+	a1, err := b.Publish(ctx, "alp.send.example_org.p", sendEvent("e1", "src"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := b.Publish(ctx, "alp.send.example_org.p", sendEvent("e2", "src"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a2.Duplicate || a2.Sequence != a1.Sequence {
+		t.Fatalf("second publish: duplicate=%v seq=%d, want duplicate of %d", a2.Duplicate, a2.Sequence, a1.Sequence)
+	}
+	info, _ := st.Info(ctx)
+	if info.State.Msgs != 1 {
+		t.Fatalf("stream holds %d messages, want 1", info.State.Msgs)
+	}
+	m, _ := st.GetMsg(ctx, a1.Sequence)
+	if m.Header.Get(HeaderEventType) != "send_requested" || m.Header.Get(HeaderProducerRole) != "ROLE_INGRESS" {
+		t.Fatalf("headers: %v", m.Header)
+	}
+}
+
+func TestAppendExpectedSequence(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	b := newBus(t, natstest.Connect(t, s), nil)
+	ensure(t, b, logSpec())
+	ctx := context.Background()
+	subj := "alp.send.example_org.agg"
+
+	seq1, err := b.Append(ctx, subj, 0, sendEvent("a1", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Retry of the stored append (ack lost): success with the same sequence.
+	again, err := b.Append(ctx, subj, 0, sendEvent("a1", ""))
+	if err != nil || again != seq1 {
+		t.Fatalf("retry after success: seq %d err %v, want %d nil", again, err, seq1)
+	}
+	// Another writer still expecting an empty subject conflicts.
+	if _, err := b.Append(ctx, subj, 0, sendEvent("b1", "")); !errors.Is(err, ErrConflict) {
+		t.Fatalf("competing append: %v, want ErrConflict", err)
+	}
+	last, err := b.LastSequence(ctx, subj)
+	if err != nil || last != seq1 {
+		t.Fatalf("LastSequence %d %v", last, err)
+	}
+	seq2, err := b.Append(ctx, subj, last, sendEvent("b1", ""))
+	if err != nil || seq2 <= seq1 {
+		t.Fatalf("append at version: %d %v", seq2, err)
+	}
+	if got := testutil.ToFloat64(b.metrics.appendConflicts); got != 1 {
+		t.Fatalf("conflicts metric %v, want 1", got)
+	}
+	if n, _ := b.LastSequence(ctx, "alp.send.example_org.empty"); n != 0 {
+		t.Fatalf("empty subject has last sequence %d", n)
+	}
+}
+
+func TestIsWrongLastSequenceCodes(t *testing.T) {
+	for _, code := range []jetstream.ErrorCode{10071, 10164} {
+		err := fmt.Errorf("wrapped: %w", &jetstream.APIError{ErrorCode: code})
+		if !IsWrongLastSequence(err) {
+			t.Errorf("code %d not recognised", code)
+		}
+	}
+	if IsWrongLastSequence(&jetstream.APIError{ErrorCode: 10058}) || IsWrongLastSequence(errors.New("x")) {
+		t.Error("other errors recognised as conflicts")
+	}
+}
+
+func TestEnsureStreamUpdatesConfig(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	b := newBus(t, natstest.Connect(t, s), nil)
+	ctx := context.Background()
+	spec := logSpec()
+	spec.MaxAge = time.Hour
+	ensure(t, b, spec)
+	// A newer release declares more subjects and a longer retention.
+	spec.Subjects = append(spec.Subjects, "alp.send.other_org.>")
+	spec.MaxAge = 2 * time.Hour
+	spec.Description = "v2"
+	st := ensure(t, b, spec)
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Config.Subjects) != 2 || info.Config.MaxAge != 2*time.Hour || info.Config.Description != "v2" {
+		t.Fatalf("stream not updated: %+v", info.Config)
+	}
+	// Unchanged spec: no update call needed, same result.
+	ensure(t, b, spec)
+}
+
+func TestWorkQueueSourcedFromEventLog(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	b := newBus(t, natstest.Connect(t, s), nil)
+	ctx := context.Background()
+	ensure(t, b, logSpec())
+	wq := ensure(t, b, StreamSpec{Name: "work", Retention: jetstream.WorkQueuePolicy, MaxAge: time.Hour,
+		Sources: map[string]string{"send": "alp.send.>"}})
+	var got atomic.Int32
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if _, err := b.Consume(cctx, ConsumerSpec{Durable: "worker", Stream: "work"}, func(ctx context.Context, d Delivery) error {
+		got.Add(1)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := b.Publish(ctx, "alp.send.example_org.p", sendEvent(strconv.Itoa(i), "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 5*time.Second, func() error {
+		info, err := wq.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if got.Load() != 5 || info.State.Msgs != 0 {
+			return fmt.Errorf("handled %d, work queue holds %d", got.Load(), info.State.Msgs)
+		}
+		return nil
+	})
+}
+
+// TestRedeliveryAfterDedupeWindowAppliedOnce republishes an event after the
+// dedupe window: the server stores it again, the seen-set skips it.
+func TestRedeliveryAfterDedupeWindowAppliedOnce(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	b := newBus(t, natstest.Connect(t, s), func(o *Options) { o.Duplicates = 200 * time.Millisecond })
+	ctx := context.Background()
+	st := ensure(t, b, logSpec())
+	var handled atomic.Int32
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c, err := b.Consume(cctx, ConsumerSpec{Durable: "once", Stream: "send"}, func(ctx context.Context, d Delivery) error {
+		handled.Add(1)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := sendEvent("e1", "")
+	if _, err := b.Publish(ctx, "alp.send.example_org.p", ev); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if handled.Load() != 1 {
+			return fmt.Errorf("handled %d", handled.Load())
+		}
+		return nil
+	})
+	time.Sleep(400 * time.Millisecond) // past the dedupe window
+	ack, err := b.Publish(ctx, "alp.send.example_org.p", ev)
+	if err != nil || ack.Duplicate {
+		t.Fatalf("republish after window: %+v %v (want stored again)", ack, err)
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if n := testutil.ToFloat64(b.metrics.duplicates.WithLabelValues(c.Name())); n != 1 {
+			return fmt.Errorf("duplicates skipped %v", n)
+		}
+		return nil
+	})
+	if handled.Load() != 1 {
+		t.Fatalf("handler ran %d times, want 1", handled.Load())
+	}
+	if info, _ := st.Info(ctx); info.State.Msgs != 2 {
+		t.Fatalf("stream has %d messages, want 2 (stored twice, applied once)", info.State.Msgs)
+	}
+}
+
+func TestPoisonMessageDeadLettered(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	nc := natstest.Connect(t, s)
+	b := newBus(t, nc, nil)
+	ctx := context.Background()
+	ensure(t, b, logSpec())
+	var attempts atomic.Int32
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c, err := b.Consume(cctx, ConsumerSpec{Durable: "poison", Stream: "send", RetryDelay: 10 * time.Millisecond},
+		func(ctx context.Context, d Delivery) error {
+			if d.Event.GetHeader().GetEventId() == "bad" {
+				attempts.Add(1)
+				return errors.New("cannot handle this one")
+			}
+			if d.Event.GetHeader().GetEventId() == "fatal" {
+				return Permanent(errors.New("malformed"))
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"bad", "good", "fatal"} {
+		if _, err := b.Publish(ctx, "alp.send.example_org.p", sendEvent(id, "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Bytes that are not an event at all.
+	if _, err := b.js.Publish(ctx, "alp.send.example_org.p", []byte("\xff\xffnot protobuf")); err != nil {
+		t.Fatal(err)
+	}
+	dls, err := b.js.Stream(ctx, b.StreamName(DeadLetterStream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		info, err := dls.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != 3 {
+			return fmt.Errorf("dead letters: %d", info.State.Msgs)
+		}
+		return nil
+	})
+	if attempts.Load() != 3 {
+		t.Fatalf("poison handled %d times, want MaxDeliver=3", attempts.Load())
+	}
+	if got := testutil.ToFloat64(b.metrics.deadLetters.WithLabelValues(c.Name())); got != 3 {
+		t.Fatalf("dead-letter metric %v", got)
+	}
+	var m *jetstream.RawStreamMsg
+	for seq := uint64(1); seq <= 3; seq++ {
+		if mm, err := dls.GetMsg(ctx, seq); err == nil && mm.Header.Get(HeaderEventID) == "bad" {
+			m = mm
+		}
+	}
+	if m == nil {
+		t.Fatal("poison event not among the dead letters")
+	}
+	if m.Header.Get(HeaderDeadLetterReason) != "cannot handle this one" || m.Header.Get(HeaderDeadLetterDeliveries) != "3" ||
+		m.Header.Get(HeaderDeadLetterConsumer) != c.Name() || m.Subject != b.DeadLetterSubject("poison") {
+		t.Fatalf("dead letter headers: %v subject %s", m.Header, m.Subject)
+	}
+	// The good one was processed, the consumer is still healthy.
+	if got := testutil.ToFloat64(b.metrics.processed.WithLabelValues(c.Name())); got != 1 {
+		t.Fatalf("processed %v, want 1", got)
+	}
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestConsumerResumesAfterNATSRestart stops the server under a running
+// consumer and starts it again on the same store: processing resumes without
+// touching the consumer.
+func TestConsumerResumesAfterNATSRestart(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	start := func() *server.Server {
+		o := natstest.Options(dir)
+		o.Port = port
+		s, err := server.NewServer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Start()
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatal("server not ready")
+		}
+		return s
+	}
+	s := start()
+	nc, err := Connect([]string{s.ClientURL()}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	b := newBus(t, nc, nil)
+	ctx := context.Background()
+	ensure(t, b, logSpec())
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c, err := b.Consume(cctx, ConsumerSpec{Durable: "resume", Stream: "send",
+		EnsureStream: func(ctx context.Context) error { _, err := b.EnsureStream(ctx, logSpec()); return err }},
+		func(ctx context.Context, d Delivery) error {
+			mu.Lock()
+			seen[d.Event.GetHeader().GetEventId()] = true
+			mu.Unlock()
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(id string) {
+		t.Helper()
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer pcancel()
+		for {
+			_, err := b.Publish(pctx, "alp.send.example_org.p", sendEvent(id, ""))
+			if err == nil {
+				return
+			}
+			if pctx.Err() != nil {
+				t.Fatalf("publish %s: %v", id, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	count := func(want int) func() error {
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != want {
+				return fmt.Errorf("handled %d of %d", len(seen), want)
+			}
+			return nil
+		}
+	}
+	publish("before")
+	waitFor(t, 5*time.Second, count(1))
+
+	s.Shutdown()
+	s.WaitForShutdown()
+	time.Sleep(300 * time.Millisecond)
+	s = start()
+	defer s.Shutdown()
+
+	publish("after")
+	waitFor(t, 20*time.Second, count(2))
+	waitFor(t, 10*time.Second, func() error {
+		if !c.Ready() {
+			return errors.New("consumer not ready")
+		}
+		return nil
+	})
+}
+
+func TestGracefulDrainOnCancel(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	b := newBus(t, natstest.Connect(t, s), nil)
+	ctx := context.Background()
+	ensure(t, b, logSpec())
+	release := make(chan struct{})
+	var handled atomic.Int32
+	cctx, cancel := context.WithCancel(ctx)
+	c, err := b.Consume(cctx, ConsumerSpec{Durable: "drain", Stream: "send"}, func(ctx context.Context, d Delivery) error {
+		<-release
+		handled.Add(1)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(ctx, "alp.send.example_org.p", sendEvent("x", "")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the handler holds the message
+	cancel()
+	close(release)
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("consumer did not stop")
+	}
+	if handled.Load() != 1 {
+		t.Fatalf("in-flight message not finished on shutdown: %d", handled.Load())
+	}
+	waitFor(t, 5*time.Second, func() error {
+		cons, err := b.js.Consumer(ctx, b.StreamName("send"), c.Name())
+		if err != nil {
+			return err
+		}
+		if ci := cons.CachedInfo(); ci.NumAckPending != 0 || ci.AckFloor.Stream != 1 {
+			return fmt.Errorf("message not acked after stop: ack pending %d floor %d", ci.NumAckPending, ci.AckFloor.Stream)
+		}
+		return nil
+	})
+}
+
+func TestTwoNamespacesDoNotMix(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	nc := natstest.Connect(t, s)
+	a := newBus(t, nc, func(o *Options) { o.Namespace = "a" })
+	bb := newBus(t, nc, func(o *Options) { o.Namespace = "b" })
+	ctx := context.Background()
+	ensure(t, a, StreamSpec{Name: "send", Subjects: []string{"alp.send.a_org.>"}})
+	ensure(t, bb, StreamSpec{Name: "send", Subjects: []string{"alp.send.b_org.>"}})
+	// Overlapping subjects between namespaces are refused by the server.
+	if _, err := bb.EnsureStream(ctx, StreamSpec{Name: "other", Subjects: []string{"alp.send.a_org.>"}}); err == nil {
+		t.Fatal("overlapping stream accepted")
+	}
+}

@@ -1,0 +1,69 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	processed         *prometheus.CounterVec
+	failures          *prometheus.CounterVec
+	deadLetters       *prometheus.CounterVec
+	duplicates        *prometheus.CounterVec
+	lag               *prometheus.GaugeVec
+	handleSeconds     *prometheus.HistogramVec
+	publishSeconds    prometheus.Histogram
+	publishFailures   prometheus.Counter
+	publishDuplicates prometheus.Counter
+	appendConflicts   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		processed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "alpd_bus_events_processed_total", Help: "Events a consumer handled successfully.",
+		}, []string{"consumer"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "alpd_bus_event_failures_total", Help: "Handler failures (each attempt).",
+		}, []string{"consumer"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "alpd_bus_dead_letters_total", Help: "Events moved to the dead-letter stream.",
+		}, []string{"consumer"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "alpd_bus_duplicates_skipped_total", Help: "Redelivered events skipped by the seen-set.",
+		}, []string{"consumer"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "alpd_bus_consumer_lag", Help: "Messages pending for a consumer, as of its last delivery or poll.",
+		}, []string{"consumer"}),
+		handleSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "alpd_bus_handle_seconds", Help: "Time to handle one event.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"consumer"}),
+		publishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "alpd_bus_publish_seconds", Help: "Time from publish to stream ack.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
+		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "alpd_bus_publish_failures_total", Help: "Publishes that got no ack.",
+		}),
+		publishDuplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "alpd_bus_publish_duplicates_total", Help: "Publishes the server recognised as duplicates.",
+		}),
+		appendConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "alpd_bus_append_conflicts_total", Help: "Appends refused because another writer came first.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.processed, m.failures, m.deadLetters, m.duplicates, m.lag,
+		m.handleSeconds, m.publishSeconds, m.publishFailures, m.publishDuplicates, m.appendConflicts} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("bus: metrics already registered on this registerer (one bus per registerer, or wrap it with a label): %w", err)
+			}
+			return nil, fmt.Errorf("bus: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
