@@ -186,7 +186,7 @@ func (b *Bus) EnsureStream(ctx context.Context, spec StreamSpec) (jetstream.Stre
 		if err != nil {
 			return nil, fmt.Errorf("bus: create stream %s: %w", cfg.Name, err)
 		}
-		b.log.Info("stream created", "stream", cfg.Name, "retention", cfg.Retention.String(), "max_age", cfg.MaxAge)
+		b.log.Info("stream created", "stream", cfg.Name, "retention", cfg.Retention.String(), "max_age", cfg.MaxAge.String())
 		return s, nil
 	case err != nil:
 		return nil, fmt.Errorf("bus: look up stream %s: %w", cfg.Name, err)

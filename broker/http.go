@@ -1,0 +1,132 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/streams"
+)
+
+// Handler serves the broker's HTTP endpoints: /healthz (the process is
+// alive), /readyz (every local service's streams and consumers are up; add
+// ?verbose=1 for per-service detail and the streams) and /metrics when a
+// Gatherer was injected. Later issues add the public protocol endpoints.
+func (b *Broker) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", b.readyz)
+	if b.deps.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(b.deps.Gatherer, promhttp.HandlerOpts{}))
+	}
+	return mux
+}
+
+// ServiceStatus is one service's line in /readyz.
+type ServiceStatus struct {
+	Name  string `json:"name"`
+	Ready bool   `json:"ready"`
+	Error string `json:"error,omitempty"`
+	Lag   uint64 `json:"lag"`
+	// GRPC is "ok" when a Ping through the service's gRPC API answered ready.
+	GRPC string `json:"grpc"`
+}
+
+// StreamStatus describes one stream the broker's services own.
+type StreamStatus struct {
+	Name      string   `json:"name"`
+	Owner     string   `json:"owner"`
+	Retention string   `json:"retention"`
+	MaxAge    string   `json:"max_age"`
+	Subjects  []string `json:"subjects,omitempty"`
+	Sources   []string `json:"sources,omitempty"`
+	// AppendOnly streams deny deletes and purges.
+	AppendOnly bool `json:"append_only,omitempty"`
+}
+
+// Readiness is the /readyz answer.
+type Readiness struct {
+	Ready    bool            `json:"ready"`
+	Error    string          `json:"error,omitempty"`
+	Broker   string          `json:"broker"`
+	Services []ServiceStatus `json:"services,omitempty"`
+	Streams  []StreamStatus  `json:"streams,omitempty"`
+}
+
+func (b *Broker) readyz(w http.ResponseWriter, r *http.Request) {
+	res := Readiness{Ready: true, Broker: b.cfg.Name}
+	if err := b.Ready(); err != nil {
+		res.Ready, res.Error = false, err.Error()
+	}
+	if r.URL.Query().Get("verbose") != "" {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		res.Services = b.ServiceStatuses(ctx)
+		res.Streams = b.StreamStatuses()
+	}
+	status := http.StatusOK
+	if !res.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, res)
+}
+
+// ServiceStatuses reports every local service, pinging each through gRPC.
+func (b *Broker) ServiceStatuses(ctx context.Context) []ServiceStatus {
+	select {
+	case <-b.started:
+	default:
+		return nil
+	}
+	b.mu.Lock()
+	svcs := append(b.services[:0:0], b.services...)
+	b.mu.Unlock()
+	var out []ServiceStatus
+	for _, s := range svcs {
+		st := ServiceStatus{Name: envelope.ServiceName(s.Role()), Ready: s.Ready() == nil, Lag: s.Lag()}
+		if err := s.Ready(); err != nil {
+			st.Error = err.Error()
+		}
+		st.GRPC = b.pingStatus(ctx, s.Role())
+		out = append(out, st)
+	}
+	return out
+}
+
+// StreamStatuses lists the streams the local services own, from the table.
+func (b *Broker) StreamStatuses() []StreamStatus {
+	var out []StreamStatus
+	for _, s := range streams.Table() {
+		owner := envelope.ServiceName(s.Owner)
+		if !b.Runs(owner) {
+			continue
+		}
+		spec := s.Spec(b.cfg.Tenants, b.cfg.Limits)
+		cfg := b.bus.Config(spec)
+		st := StreamStatus{Name: cfg.Name, Owner: owner, Retention: cfg.Retention.String(),
+			MaxAge: "unlimited", Subjects: cfg.Subjects, AppendOnly: cfg.DenyDelete && cfg.DenyPurge}
+		if cfg.MaxAge > 0 {
+			st.MaxAge = cfg.MaxAge.String()
+		}
+		for _, src := range cfg.Sources {
+			st.Sources = append(st.Sources, src.Name+" "+src.FilterSubject)
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

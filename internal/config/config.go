@@ -1,0 +1,180 @@
+// Package config holds the configuration of the alpd binary: what it reads,
+// in which order, and which values it refuses.
+//
+// A broker is run by operators who are not its authors, often through a
+// container image or a Kubernetes manifest where they cannot easily see the
+// process start. A setting that is silently ignored (a misspelt key, a flag
+// given after a typo) or silently wrong (a replica count the embedded server
+// cannot honour, a dedupe window longer than the streams it guards) shows up
+// much later as a broker that loses or duplicates messages. So this package
+// is strict, and every complaint names the key it is about:
+//
+//   - Values come from four layers, each overriding the one before:
+//     built-in defaults ([Default]), a YAML file, environment variables
+//     (ALPD_*), command-line flags. The file is convenient for a whole
+//     deployment, env vars for containers, flags for a quick local run.
+//   - The YAML file is decoded with unknown keys rejected, so `tenantz:` is
+//     an error with its line, not a tenant list that is quietly empty.
+//   - [Config.Validate] checks every rule and reports all violations at
+//     once (joined with errors.Join), each as "config: <key path>: ...", so
+//     a broken deployment is fixed in one round trip, not one per error.
+//
+// The package has no global state and never reads the process environment
+// itself: [Load] takes the arguments and an env lookup function, so tests
+// and embedders (two brokers in one process) stay hermetic.
+//
+// Secrets are not held here: for the key-encryption key, Config records
+// only where it comes from (a file path, or the presence of ALPD_KEK);
+// the keystore decodes it.
+package config
+
+import (
+	"path/filepath"
+	"time"
+)
+
+// Environment variable names read by [Load].
+const (
+	EnvConfig     = "ALPD_CONFIG"
+	EnvDataDir    = "ALPD_DATA_DIR"
+	EnvHTTPAddr   = "ALPD_HTTP_ADDR"
+	EnvNATSURL    = "ALPD_NATS_URL"
+	EnvGRPCAddr   = "ALPD_GRPC_ADDR"
+	EnvLogLevel   = "ALPD_LOG_LEVEL"
+	EnvTenants    = "ALPD_TENANTS"
+	EnvBrokerName = "ALPD_BROKER_NAME"
+	// EnvKEK holds the base64 key-encryption key (32 bytes) when
+	// keystore.kek_file is not used. Load only notes that it is set
+	// (Keystore.KEKFromEnv); it never reads or keeps the value.
+	EnvKEK = "ALPD_KEK"
+)
+
+// KeystoreFileName is the keystore file under the data directory when
+// keystore.path is not set.
+const KeystoreFileName = "keystore.sealed"
+
+// Config is the complete configuration of one alpd process.
+type Config struct {
+	Broker   Broker   `yaml:"broker"`
+	DataDir  string   `yaml:"data_dir"`
+	HTTP     HTTP     `yaml:"http"`
+	NATS     NATS     `yaml:"nats"`
+	GRPC     GRPC     `yaml:"grpc"`
+	Keystore Keystore `yaml:"keystore"`
+	Log      Log      `yaml:"log"`
+	Bus      Bus      `yaml:"bus"`
+}
+
+// Broker names this broker and the domains it is home for.
+type Broker struct {
+	// Name namespaces this broker's streams, KV buckets and durable
+	// consumers on NATS, so several brokers can share one NATS cluster.
+	Name    string   `yaml:"name"`
+	Tenants []Tenant `yaml:"tenants"`
+}
+
+// Tenant is one domain this broker is the home broker for.
+type Tenant struct {
+	Domain string `yaml:"domain"`
+}
+
+// HTTP configures the public HTTP listener.
+type HTTP struct {
+	Addr string `yaml:"addr"`
+}
+
+// NATS says which NATS to use: the embedded server (no URLs) or a cluster.
+type NATS struct {
+	URLs []string `yaml:"urls"`
+	// Listen is host:port for the embedded server to also accept network
+	// connections on; empty means in-process connections only.
+	Listen          string `yaml:"listen"`
+	CredentialsFile string `yaml:"credentials_file"`
+	// Replicas of each stream (1 for the embedded server).
+	Replicas int `yaml:"replicas"`
+}
+
+// GRPC configures split mode, where each service runs in its own process.
+type GRPC struct {
+	Listen string `yaml:"listen"`
+	// Peers maps a service name (see [Services]) to the host:port of its
+	// gRPC listener.
+	Peers map[string]string `yaml:"peers"`
+}
+
+// Keystore says where private keys are kept.
+type Keystore struct {
+	Backend string `yaml:"backend"`
+	// Path of the sealed keystore file; empty means
+	// <data_dir>/keystore.sealed (see [Config.KeystorePath]).
+	Path string `yaml:"path"`
+	// KEKFile holds the base64 key-encryption key.
+	KEKFile string `yaml:"kek_file"`
+	// KEKFromEnv is set by Load when ALPD_KEK is non-empty. It is not a
+	// file key; it lets Validate refuse two KEK sources at once.
+	KEKFromEnv bool `yaml:"-"`
+}
+
+// Log configures the process logger (log/slog).
+type Log struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// Bus tunes the JetStream streams and consumers.
+type Bus struct {
+	// Duplicates is the JetStream dedupe window of every stream.
+	Duplicates time.Duration `yaml:"duplicates"`
+	// EventMaxAge is the MaxAge of event-log streams; 0 keeps events forever.
+	EventMaxAge time.Duration `yaml:"event_max_age"`
+	// WorkMaxAge is the MaxAge of work-queue streams.
+	WorkMaxAge time.Duration `yaml:"work_max_age"`
+	// MaxDeliver is how often a message is delivered before it goes to the
+	// dead-letter subject.
+	MaxDeliver int           `yaml:"max_deliver"`
+	AckWait    time.Duration `yaml:"ack_wait"`
+	// SeenTTL is how long consumers remember a source event id, to stay
+	// idempotent after the dedupe window has passed.
+	SeenTTL time.Duration `yaml:"seen_ttl"`
+}
+
+// Default returns the built-in defaults. It has no tenants, so it is not
+// valid on its own: a broker must be told which domains it serves.
+func Default() Config {
+	return Config{
+		Broker:   Broker{Name: "alpd"},
+		DataDir:  "./data",
+		HTTP:     HTTP{Addr: "127.0.0.1:8080"},
+		NATS:     NATS{Replicas: 1},
+		GRPC:     GRPC{Listen: "127.0.0.1:9090"},
+		Keystore: Keystore{Backend: "file"},
+		Log:      Log{Level: "info", Format: "json"},
+		Bus: Bus{
+			Duplicates:  2 * time.Minute,
+			EventMaxAge: 720 * time.Hour,
+			WorkMaxAge:  24 * time.Hour,
+			MaxDeliver:  5,
+			AckWait:     30 * time.Second,
+			SeenTTL:     168 * time.Hour,
+		},
+	}
+}
+
+// Embedded reports whether alpd runs its own in-process nats-server,
+// which it does when no NATS URL is configured.
+func (c Config) Embedded() bool { return len(c.NATS.URLs) == 0 }
+
+// KeystorePath is keystore.path, or <data_dir>/keystore.sealed if unset.
+func (c Config) KeystorePath() string {
+	if c.Keystore.Path != "" {
+		return c.Keystore.Path
+	}
+	return filepath.Join(c.DataDir, KeystoreFileName)
+}
+
+// Services returns the names of the broker's services, in the order of
+// the message flow. They are the valid keys of grpc.peers and the service
+// names `alpd <service>` accepts.
+func Services() []string {
+	return []string{"ingress", "identity", "policy", "federation", "ledger", "approvals"}
+}

@@ -1,0 +1,339 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits enforced by Validate.
+const (
+	MaxReplicas      = 5
+	MaxMaxDeliver    = 100
+	MinDuplicates    = time.Second
+	MinEventMaxAge   = time.Hour
+	MinAckWait       = time.Second
+	maxBrokerNameLen = 32
+)
+
+// fieldError is one violated rule, at one key path.
+type fieldError struct {
+	path string
+	msg  string
+}
+
+// Validate checks every rule and returns all violations joined
+// (errors.Join), each as "config: <key path>: <problem>"; nil if c is
+// valid. It checks that files named by the config exist, but does not
+// read them, nor bind listeners or dial anything.
+func (c *Config) Validate() error {
+	return joinErrors(c.validate(), nil)
+}
+
+// joinErrors formats field errors, adding where a value came from when
+// origins knows (key path -> "--flag" or "ENV_VAR").
+func joinErrors(fes []fieldError, origins map[string]string) error {
+	if len(fes) == 0 {
+		return nil
+	}
+	errs := make([]error, len(fes))
+	for i, fe := range fes {
+		suffix := ""
+		if o := lookupOrigin(origins, fe.path); o != "" {
+			suffix = " (set by " + o + ")"
+		}
+		errs[i] = fmt.Errorf("config: %s: %s%s", fe.path, fe.msg, suffix)
+	}
+	return errors.Join(errs...)
+}
+
+// lookupOrigin finds the origin of path or of the nearest key above it:
+// "nats.urls[1]" was set by whatever set "nats.urls".
+func lookupOrigin(origins map[string]string, path string) string {
+	for p := path; p != ""; {
+		if o, ok := origins[p]; ok {
+			return o
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return ""
+}
+
+func (c *Config) validate() []fieldError {
+	var fes []fieldError
+	bad := func(path, format string, args ...any) {
+		fes = append(fes, fieldError{path, fmt.Sprintf(format, args...)})
+	}
+
+	// broker
+	if !validBrokerName(c.Broker.Name) {
+		bad("broker.name", "%q must be 1 to %d characters of A-Z, a-z, 0-9, _ and -", c.Broker.Name, maxBrokerNameLen)
+	}
+	if len(c.Broker.Tenants) == 0 {
+		bad("broker.tenants", "at least one tenant domain is required (or set %s)", EnvTenants)
+	}
+	seen := map[string]int{}
+	for i, t := range c.Broker.Tenants {
+		path := fmt.Sprintf("broker.tenants[%d].domain", i)
+		if problem := checkDomain(t.Domain); problem != "" {
+			bad(path, "%q %s", t.Domain, problem)
+			continue
+		}
+		if j, dup := seen[t.Domain]; dup {
+			bad(path, "%q is already listed as broker.tenants[%d]", t.Domain, j)
+			continue
+		}
+		seen[t.Domain] = i
+	}
+
+	// data_dir
+	if c.DataDir == "" {
+		bad("data_dir", "must not be empty")
+	}
+
+	// http
+	if problem := checkHostPort(c.HTTP.Addr, false); problem != "" {
+		bad("http.addr", "%s", problem)
+	}
+
+	// nats
+	for i, u := range c.NATS.URLs {
+		if problem := checkNATSURL(u); problem != "" {
+			bad(fmt.Sprintf("nats.urls[%d]", i), "%s", problem)
+		}
+	}
+	if c.NATS.Listen != "" {
+		if !c.Embedded() {
+			bad("nats.listen", "is only for the embedded server, but nats.urls is set too; remove one of them")
+		} else if problem := checkHostPort(c.NATS.Listen, false); problem != "" {
+			bad("nats.listen", "%s", problem)
+		}
+	}
+	if c.NATS.CredentialsFile != "" {
+		if problem := checkFile(c.NATS.CredentialsFile); problem != "" {
+			bad("nats.credentials_file", "%s", problem)
+		}
+	}
+	switch r := c.NATS.Replicas; {
+	case r < 1 || r > MaxReplicas:
+		bad("nats.replicas", "%d is out of range 1 to %d", r, MaxReplicas)
+	case r != 1 && c.Embedded():
+		bad("nats.replicas", "must be 1 with the embedded server (no nats.urls), got %d", r)
+	}
+
+	// grpc
+	if problem := checkHostPort(c.GRPC.Listen, false); problem != "" {
+		bad("grpc.listen", "%s", problem)
+	}
+	services := Services()
+	for _, name := range slices.Sorted(maps.Keys(c.GRPC.Peers)) {
+		path := "grpc.peers." + name
+		if !slices.Contains(services, name) {
+			bad(path, "unknown service %q (want one of %s)", name, strings.Join(services, ", "))
+			continue
+		}
+		if problem := checkHostPort(c.GRPC.Peers[name], true); problem != "" {
+			bad(path, "%s", problem)
+		}
+	}
+
+	// keystore
+	if c.Keystore.Backend != "file" {
+		bad("keystore.backend", "%q is not supported (the only backend is \"file\")", c.Keystore.Backend)
+	}
+	if c.Keystore.KEKFile != "" {
+		if c.Keystore.KEKFromEnv {
+			bad("keystore.kek_file", "is set and so is %s; give the key-encryption key one way only", EnvKEK)
+		} else if problem := checkFile(c.Keystore.KEKFile); problem != "" {
+			bad("keystore.kek_file", "%s", problem)
+		}
+	}
+
+	// log
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if !slices.Contains([]string{"json", "text"}, c.Log.Format) {
+		bad("log.format", "%q is not one of json, text", c.Log.Format)
+	}
+
+	// bus
+	b := c.Bus
+	if b.Duplicates < MinDuplicates {
+		bad("bus.duplicates", "%s is below the minimum of %s", fmtDuration(b.Duplicates), fmtDuration(MinDuplicates))
+	}
+	if b.EventMaxAge != 0 && b.EventMaxAge < MinEventMaxAge {
+		bad("bus.event_max_age", "%s is below the minimum of %s (0 means no limit)", fmtDuration(b.EventMaxAge), fmtDuration(MinEventMaxAge))
+	}
+	if b.WorkMaxAge <= 0 {
+		bad("bus.work_max_age", "%s must be positive", fmtDuration(b.WorkMaxAge))
+	}
+	// JetStream refuses a stream whose dedupe window exceeds its MaxAge;
+	// catch that here rather than when the first stream is created.
+	if b.Duplicates >= MinDuplicates {
+		if b.WorkMaxAge > 0 && b.Duplicates > b.WorkMaxAge {
+			bad("bus.duplicates", "%s is longer than bus.work_max_age (%s); JetStream refuses a dedupe window longer than a stream's max age", fmtDuration(b.Duplicates), fmtDuration(b.WorkMaxAge))
+		}
+		if b.EventMaxAge >= MinEventMaxAge && b.Duplicates > b.EventMaxAge {
+			bad("bus.duplicates", "%s is longer than bus.event_max_age (%s); JetStream refuses a dedupe window longer than a stream's max age", fmtDuration(b.Duplicates), fmtDuration(b.EventMaxAge))
+		}
+	}
+	if b.MaxDeliver < 1 || b.MaxDeliver > MaxMaxDeliver {
+		bad("bus.max_deliver", "%d is out of range 1 to %d", b.MaxDeliver, MaxMaxDeliver)
+	}
+	if b.AckWait < MinAckWait {
+		bad("bus.ack_wait", "%s is below the minimum of %s", fmtDuration(b.AckWait), fmtDuration(MinAckWait))
+	}
+	if b.SeenTTL <= b.Duplicates {
+		bad("bus.seen_ttl", "%s must be longer than bus.duplicates (%s): consumers must remember an event id after JetStream has forgotten it", fmtDuration(b.SeenTTL), fmtDuration(b.Duplicates))
+	}
+	return fes
+}
+
+// validBrokerName reports whether name matches [A-Za-z0-9_-]{1,32}: safe
+// inside NATS stream, bucket and consumer names.
+func validBrokerName(name string) bool {
+	if name == "" || len(name) > maxBrokerNameLen {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkDomain returns what is wrong with d as a tenant domain, or "".
+func checkDomain(d string) string {
+	if d == "" {
+		return "is empty"
+	}
+	if d != strings.ToLower(d) {
+		return "must be lowercase"
+	}
+	if len(d) > 253 {
+		return "is longer than 253 characters"
+	}
+	labels := strings.Split(d, ".")
+	for _, l := range labels {
+		if l == "" {
+			return "is not a DNS name (empty label; no leading, trailing or double dots)"
+		}
+		if len(l) > 63 {
+			return "is not a DNS name (a label is longer than 63 characters)"
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+				if r > 0x7f {
+					return "is not a DNS name (write an internationalized name in its xn-- form)"
+				}
+				return fmt.Sprintf("is not a DNS name (%q is not allowed; use a-z, 0-9 and -)", r)
+			}
+		}
+		if l[0] == '-' || l[len(l)-1] == '-' {
+			return "is not a DNS name (a label starts or ends with -)"
+		}
+	}
+	if _, err := strconv.Atoi(labels[len(labels)-1]); err == nil {
+		return "is an IP address, not a DNS name"
+	}
+	return ""
+}
+
+// checkHostPort returns what is wrong with addr as host:port, or "".
+// For an address to dial (needHost), the host is required and port 0 is
+// refused; to listen, ":8080" (all interfaces) and port 0 are fine.
+func checkHostPort(addr string, needHost bool) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Sprintf("%q is not host:port", addr)
+	}
+	if strings.ContainsAny(host, " \t/") {
+		return fmt.Sprintf("%q: %q is not a host name or IP address", addr, host)
+	}
+	if needHost && host == "" {
+		return fmt.Sprintf("%q has no host", addr)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || strings.ContainsAny(port, "+-") || n < 0 || n > 65535 {
+		return fmt.Sprintf("%q: port must be a number from 0 to 65535", addr)
+	}
+	if needHost && n == 0 {
+		return fmt.Sprintf("%q: port 0 cannot be dialled", addr)
+	}
+	return ""
+}
+
+// checkNATSURL returns what is wrong with s as a NATS server URL, or "".
+// The URL is shown with any password redacted.
+func checkNATSURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Sprintf("%q is not a URL", redactURL(s))
+	}
+	shown := s
+	if u.User != nil {
+		shown = u.Redacted()
+	}
+	if !strings.EqualFold(u.Scheme, "nats") && !strings.EqualFold(u.Scheme, "tls") {
+		return fmt.Sprintf("%q is not a nats:// or tls:// URL", shown)
+	}
+	if u.Hostname() == "" {
+		return fmt.Sprintf("%q has no host", shown)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Sprintf("%q: port must be a number from 1 to 65535", shown)
+		}
+	}
+	return ""
+}
+
+// redactURL hides the user-info part of a string that did not parse as a
+// URL, in case it holds a password.
+func redactURL(s string) string {
+	i := strings.Index(s, "://")
+	j := strings.LastIndex(s, "@")
+	if i >= 0 && j > i+3 {
+		return s[:i+3] + "xxxxx" + s[j:]
+	}
+	return s
+}
+
+// checkFile returns what is wrong with path as a file to read, or "".
+func checkFile(path string) string {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Sprintf("%q does not exist", path)
+	case err != nil:
+		return err.Error()
+	case fi.IsDir():
+		return fmt.Sprintf("%q is a directory, not a file", path)
+	}
+	return ""
+}
+
+// fmtDuration prints d without trailing zero units: "2m", not "2m0s".
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}

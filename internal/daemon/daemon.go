@@ -1,0 +1,271 @@
+// Package daemon assembles one alpd process from its configuration:
+// embedded or external NATS, the keystore, the broker with all or one of
+// its services, the HTTP listener and, in split mode, the gRPC listener.
+// It follows SpiceDB's shape: Complete(ctx, cfg) builds everything that can
+// fail at start-up, Run(ctx) serves until ctx ends and then shuts down in
+// order (listeners, consumers drained, NATS drained, embedded server).
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/alpd-project/alpd/broker"
+	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/config"
+	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/streams"
+)
+
+// KEKFileName is where a development key-encryption key is generated when
+// none is configured.
+const KEKFileName = "keystore.kek"
+
+// Daemon is a completed, runnable alpd process.
+type Daemon struct {
+	cfg      config.Config
+	service  string
+	log      *slog.Logger
+	embedded *bus.Embedded
+	nc       *nats.Conn
+	broker   *broker.Broker
+	http     *http.Server
+	httpLis  net.Listener
+	grpc     *grpc.Server
+	grpcLis  net.Listener
+}
+
+// Complete prepares a process that runs service (one of config.Services())
+// or, with service "", all of them. env is the process environment.
+func Complete(ctx context.Context, cfg config.Config, service string, env func(string) string, log *slog.Logger) (_ *Daemon, err error) {
+	d := &Daemon{cfg: cfg, service: service, log: log}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	if service != "" && cfg.Embedded() {
+		return nil, fmt.Errorf("alpd %s runs one service against an external NATS: set nats.urls (or --nats-url)", service)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if err := d.connectNATS(service); err != nil {
+		return nil, err
+	}
+	kek, err := loadKEK(cfg, env, log)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := keystore.OpenFile(cfg.KeystorePath(), kek)
+	if err != nil {
+		return nil, err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	deps := broker.Deps{NATS: d.nc, KeyStore: ks, Logger: log, Registerer: reg, Gatherer: reg}
+	var services []string
+	if service != "" {
+		services = []string{service}
+		d.grpc = grpc.NewServer()
+		deps.GRPCServers = []grpc.ServiceRegistrar{d.grpc}
+		// mTLS between services is the next issue; until then peers are
+		// dialled in plaintext on the operator's private network.
+		deps.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if d.grpcLis, err = net.Listen("tcp", cfg.GRPC.Listen); err != nil {
+			return nil, fmt.Errorf("grpc.listen %s: %w", cfg.GRPC.Listen, err)
+		}
+	}
+	var tenants []string
+	for _, t := range cfg.Broker.Tenants {
+		tenants = append(tenants, t.Domain)
+	}
+	d.broker, err = broker.New(broker.Config{
+		Name:     cfg.Broker.Name,
+		Tenants:  tenants,
+		Services: services,
+		Peers:    cfg.GRPC.Peers,
+		Bus: broker.BusConfig{
+			Replicas: cfg.NATS.Replicas, Duplicates: cfg.Bus.Duplicates, SeenTTL: cfg.Bus.SeenTTL,
+			MaxDeliver: cfg.Bus.MaxDeliver, AckWait: cfg.Bus.AckWait,
+		},
+		Limits: streams.Limits{EventMaxAge: cfg.Bus.EventMaxAge, WorkMaxAge: cfg.Bus.WorkMaxAge},
+	}, deps)
+	if err != nil {
+		return nil, err
+	}
+	if d.httpLis, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
+		return nil, fmt.Errorf("http.addr %s: %w", cfg.HTTP.Addr, err)
+	}
+	d.http = &http.Server{Handler: d.broker.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	return d, nil
+}
+
+func (d *Daemon) connectNATS(service string) error {
+	name := "alpd"
+	if service != "" {
+		name += "-" + service
+	}
+	if d.cfg.Embedded() {
+		e, err := bus.StartEmbedded(bus.EmbeddedOptions{
+			StoreDir: filepath.Join(d.cfg.DataDir, "nats"), Listen: d.cfg.NATS.Listen, Logger: d.log,
+		})
+		if err != nil {
+			return err
+		}
+		d.embedded = e
+		d.nc, err = e.Connect()
+		return err
+	}
+	var opts []nats.Option
+	if f := d.cfg.NATS.CredentialsFile; f != "" {
+		opts = append(opts, nats.UserCredentials(f))
+	}
+	nc, err := bus.Connect(d.cfg.NATS.URLs, name, opts...)
+	if err != nil {
+		return err
+	}
+	d.nc = nc
+	return nil
+}
+
+// loadKEK reads the key-encryption key from ALPD_KEK or keystore.kek_file.
+// With neither, a development key is generated next to the keystore (0600)
+// and a warning says that production must supply one from a secret store.
+func loadKEK(cfg config.Config, env func(string) string, log *slog.Logger) ([]byte, error) {
+	if s := env("ALPD_KEK"); s != "" {
+		kek, err := keystore.ParseKEK(s)
+		if err != nil {
+			return nil, fmt.Errorf("ALPD_KEK: %w", err)
+		}
+		return kek, nil
+	}
+	path := cfg.Keystore.KEKFile
+	if path == "" {
+		path = filepath.Join(filepath.Dir(cfg.KeystorePath()), KEKFileName)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		switch {
+		case err == nil:
+			_, werr := f.WriteString(keystore.EncodeKEK(keystore.GenerateKEK()) + "\n")
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				_ = os.Remove(path)
+				return nil, fmt.Errorf("write development KEK %s: %w", path, werr)
+			}
+			log.Warn("generated a development key-encryption key; in production set ALPD_KEK or keystore.kek_file from a secret store", "path", path)
+		case !errors.Is(err, fs.ErrExist):
+			return nil, fmt.Errorf("development KEK %s: %w", path, err)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("keystore.kek_file: %w", err)
+	}
+	kek, err := keystore.ParseKEK(strings.TrimSpace(string(data)))
+	if err != nil {
+		return nil, fmt.Errorf("keystore.kek_file %s: %w", path, err)
+	}
+	return kek, nil
+}
+
+// HTTPAddr is the address the HTTP listener got (useful with port 0).
+func (d *Daemon) HTTPAddr() string { return d.httpLis.Addr().String() }
+
+// Run serves until ctx is done, then shuts down cleanly.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.close()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- d.broker.Run(runCtx) }()
+	select {
+	case <-d.broker.Started():
+	case <-ctx.Done():
+	}
+	if err := d.broker.StartError(); err != nil {
+		<-runErr
+		return err
+	}
+	serveErr := make(chan error, 2)
+	go func() {
+		if err := d.http.Serve(d.httpLis); !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- fmt.Errorf("http: %w", err)
+		}
+	}()
+	if d.grpc != nil {
+		go func() {
+			if err := d.grpc.Serve(d.grpcLis); err != nil {
+				serveErr <- fmt.Errorf("grpc: %w", err)
+			}
+		}()
+	}
+	d.log.Info("alpd serving", "http", d.HTTPAddr(), "service", orAll(d.service), "embedded_nats", d.cfg.Embedded())
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	case err = <-runErr:
+		if err == nil {
+			err = errors.New("broker stopped")
+		}
+		runErr <- nil
+	}
+	d.log.Info("alpd shutting down")
+	shutCtx, shutCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer shutCancel()
+	_ = d.http.Shutdown(shutCtx)
+	if d.grpc != nil {
+		d.grpc.GracefulStop()
+	}
+	cancel()
+	if berr := <-runErr; err == nil {
+		err = berr
+	}
+	return err
+}
+
+func orAll(s string) string {
+	if s == "" {
+		return "all"
+	}
+	return s
+}
+
+// close releases NATS; it runs after the broker has drained its consumers.
+func (d *Daemon) close() {
+	if d.nc != nil {
+		_ = d.nc.Drain()
+		for i := 0; i < 100 && !d.nc.IsClosed(); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		d.nc.Close()
+	}
+	if d.embedded != nil {
+		d.embedded.Shutdown()
+	}
+	if d.httpLis != nil {
+		_ = d.httpLis.Close()
+	}
+	if d.grpcLis != nil {
+		_ = d.grpcLis.Close()
+	}
+}

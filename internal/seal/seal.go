@@ -1,0 +1,500 @@
+// Package seal encrypts message bodies with per-person data keys, so that a
+// person's data can be erased from append-only streams (crypto-shredding).
+//
+// Why: alpd keeps every state change as an event on JetStream streams that
+// are never rewritten (the ledger stream even denies purges). A person's
+// right to erasure therefore cannot be met by deleting messages. Instead,
+// every body that goes on a stream is sealed with a key that belongs to one
+// person; erasing the person destroys that key, and everything sealed with
+// it becomes unreadable while the streams stay intact.
+//
+// How:
+//
+//   - Each (tenant, person) has one random AES-256 data key, version 1. It
+//     is stored in a JetStream KV bucket (see [BucketConfig]: one value per
+//     key, no history) under the key "<tenant>.<person>", never in plain
+//     form: it is wrapped (AES-256-GCM) by the tenant's DATA key in the
+//     [keystore.KeyStore], with additional data binding it to tenant, person
+//     and version. The KV bucket, unlike the streams, may be purged.
+//   - [Sealer.Seal] gets or creates the person's key. Creation uses KV
+//     Create, which fails if another replica created the key first; the
+//     loser then reads and uses the winner's key, so replicas converge on
+//     one key per person. The body is AES-256-GCM with a random 12-byte
+//     nonce; its additional data is the caller's (e.g. the envelope id)
+//     plus tenant, person and key version, so a sealed body cannot be
+//     moved to another envelope or person.
+//   - [Sealer.Destroy] purges the person's KV key (a purge drops every
+//     earlier revision, so no history keeps the wrapped key) and writes a
+//     tombstone in its place: the JSON value {"format":1,"destroyed":true,
+//     "destroyed_at":...}, with no key material. The tombstone makes erasure
+//     final: afterwards both Open and Seal for that person fail with
+//     [ErrKeyDestroyed], on every replica, instead of Seal silently creating
+//     a new key. Destroy is idempotent. The broker also appends a
+//     DataKeyDestroyed event (see [WithDestroyObserver]).
+//
+// Caching and other replicas: unwrapped keys are cached in memory (at most
+// [WithCacheSize] persons, least recently used dropped first) for
+// [WithCacheTTL], default 30 s. A Destroy on this Sealer takes effect here
+// at once; a Destroy on another replica takes effect here within that TTL:
+// until the cached entry expires this Sealer may still open bodies of the
+// person and seal new ones with the destroyed key (those are unreadable
+// everywhere once the entry expires). A TTL is simpler than watching the
+// bucket and is correct without a live subscription (a watch can miss
+// updates across reconnects); set the TTL to 0 to read the bucket on every
+// call. A destroyed person is remembered without expiry, as erasure is
+// final.
+//
+// What this does not do: the data key of a person is never rotated (the
+// version is always 1, the field exists for a later rotation scheme); a
+// random 96-bit nonce per body keeps the usual AES-GCM bound of about 2^32
+// bodies per person key. The tenant's DATA key must exist in the KeyStore
+// before the first Seal: this package does not create it.
+//
+// Limit of erasure on disk: a purge removes the wrapped key from the bucket's
+// stream (no read, history or replay returns it), but the JetStream file
+// store only marks removed messages deleted and may keep their bytes in its
+// block files until it compacts them; Raft logs of replicated buckets and
+// backups keep them too. Secure deletion (SecureDeleteMsg) is not available:
+// KV streams are created with DenyDelete, which the server will not lift.
+// Those remnants are wrapped, so reading them also needs the tenant's DATA
+// key from the KeyStore, which never reaches the NATS servers. Full shredding
+// of such remnants needs the tenant's DATA key to be rotated and the old one
+// revoked and removed once no live data key is wrapped by it (re-wrapping is
+// not implemented yet).
+package seal
+
+import (
+	"container/list"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/keystore"
+)
+
+var (
+	// ErrKeyDestroyed: the person's data key was destroyed; their sealed
+	// bodies are unreadable and nothing new may be sealed for them.
+	ErrKeyDestroyed = errors.New("data key destroyed")
+	// ErrNoDataKey: the person has no data key (nothing was ever sealed for
+	// them, or the bucket lost it) or not the version the body names.
+	ErrNoDataKey = errors.New("no data key")
+	// ErrInvalidPersonID: the person id is not a KV-key-safe token.
+	ErrInvalidPersonID = errors.New("invalid person id")
+	// ErrInvalidTenant is keystore.ErrInvalidTenant: the tenant is not a
+	// lowercase DNS name.
+	ErrInvalidTenant = keystore.ErrInvalidTenant
+	// ErrMalformed: a SealedBody is missing or has fields of the wrong size.
+	ErrMalformed = errors.New("malformed sealed body")
+	// ErrOpenFailed: the body does not authenticate under the person's key:
+	// it was modified, or the additional data differs.
+	ErrOpenFailed = errors.New("sealed body does not authenticate")
+)
+
+const (
+	keyVersion     = 1
+	nonceSize      = 12
+	maxPersonIDLen = 128
+	entryFormat    = 1
+	// createRetries bounds the get-or-create and destroy loops; each retry
+	// means another replica changed the key between our read and our write.
+	createRetries = 5
+)
+
+// BucketConfig returns the configuration of the data-key KV bucket named
+// name (the broker namespaces it): one value per key and no history, so a
+// replaced or purged value is gone from the bucket, file storage, no TTL
+// (keys must never expire on their own). Callers may set Replicas.
+func BucketConfig(name string) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      name,
+		Description: "alpd per-person data keys, wrapped by the tenant's DATA key; purged on erasure",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	}
+}
+
+// Option configures a Sealer.
+type Option func(*options)
+
+type options struct {
+	ttl       time.Duration
+	size      int
+	now       func() time.Time
+	onDestroy func(context.Context, *alpv1.DataKeyDestroyed) error
+}
+
+// WithCacheTTL sets how long an unwrapped key is used without reading the
+// bucket again, which bounds how late another replica's Destroy takes
+// effect here. 0 disables the cache. Default 30 s.
+func WithCacheTTL(d time.Duration) Option { return func(o *options) { o.ttl = max(d, 0) } }
+
+// WithCacheSize sets how many persons' keys are cached at most (default
+// 4096; 0 disables the cache).
+func WithCacheSize(n int) Option { return func(o *options) { o.size = max(n, 0) } }
+
+// WithClock sets the clock for cache expiry and tombstone times (tests).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithDestroyObserver sets a function called after a person's key is
+// destroyed (and on every repeated Destroy), e.g. to append the
+// DataKeyDestroyed tombstone event to the person's streams. If it fails,
+// the key stays destroyed and Destroy returns the error; call Destroy again
+// to retry the notification.
+func WithDestroyObserver(fn func(ctx context.Context, ev *alpv1.DataKeyDestroyed) error) Option {
+	return func(o *options) { o.onDestroy = fn }
+}
+
+// Sealer seals and opens bodies with per-person data keys. It is safe for
+// concurrent use; several Sealers (replicas) may share one bucket.
+type Sealer struct {
+	kv   jetstream.KeyValue
+	ks   keystore.KeyStore
+	opts options
+
+	mu    sync.Mutex
+	cache map[string]*list.Element // KV key → element holding *cached
+	lru   *list.List               // front = most recently used
+}
+
+type cached struct {
+	id        string
+	aead      cipher.AEAD // nil when destroyed
+	version   uint32
+	destroyed bool
+	expires   time.Time // zero: never (destroyed)
+}
+
+// New returns a Sealer storing data keys in kv (configure its bucket with
+// BucketConfig) wrapped by the DATA keys of ks.
+func New(kv jetstream.KeyValue, ks keystore.KeyStore, opts ...Option) *Sealer {
+	o := options{ttl: 30 * time.Second, size: 4096, now: time.Now}
+	for _, fn := range opts {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	return &Sealer{kv: kv, ks: ks, opts: o, cache: map[string]*list.Element{}, lru: list.New()}
+}
+
+// ValidatePersonID checks that id is 1..128 characters from [A-Za-z0-9_-]
+// (one KV key token, so "<tenant>.<person>" stays unambiguous).
+func ValidatePersonID(id string) error {
+	if id == "" {
+		return fmt.Errorf("seal: %w: empty", ErrInvalidPersonID)
+	}
+	if len(id) > maxPersonIDLen {
+		return fmt.Errorf("seal: %w: %d characters, at most %d", ErrInvalidPersonID, len(id), maxPersonIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("seal: %w %q: character %q not allowed (want [A-Za-z0-9_-])", ErrInvalidPersonID, id, rune(c))
+		}
+	}
+	return nil
+}
+
+func validate(tenant, personID string) error {
+	if err := keystore.ValidateTenant(tenant); err != nil {
+		return fmt.Errorf("seal: %w", err)
+	}
+	return ValidatePersonID(personID)
+}
+
+// kvKey is the bucket key of a person's data key. Person ids are a single
+// token, so the last token is the person and the rest the tenant.
+func kvKey(tenant, personID string) string { return tenant + "." + personID }
+
+// entry is the JSON value stored per person: a wrapped data key, or a
+// tombstone (Destroyed, no key material).
+type entry struct {
+	Format      int       `json:"format"`
+	Version     uint32    `json:"version,omitempty"`
+	Wrapped     []byte    `json:"wrapped,omitempty"`
+	Created     time.Time `json:"created,omitzero"`
+	Destroyed   bool      `json:"destroyed,omitempty"`
+	DestroyedAt time.Time `json:"destroyed_at,omitzero"`
+}
+
+func parseEntry(b []byte) (entry, error) {
+	var e entry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("bad stored value: %w", err)
+	}
+	if e.Format != entryFormat {
+		return e, fmt.Errorf("unsupported stored value format %d", e.Format)
+	}
+	if !e.Destroyed && (e.Version == 0 || len(e.Wrapped) == 0) {
+		return e, errors.New("stored value has no key")
+	}
+	return e, nil
+}
+
+func lp(b []byte, parts ...[]byte) []byte {
+	for _, p := range parts {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+		b = append(b, p...)
+	}
+	return b
+}
+
+func wrapAAD(tenant, personID string, version uint32) []byte {
+	b := lp([]byte("alp-seal/data-key/v1"), []byte(tenant), []byte(personID))
+	return binary.BigEndian.AppendUint32(b, version)
+}
+
+func bodyAAD(tenant, personID string, version uint32, aad []byte) []byte {
+	b := lp([]byte("alp-seal/body/v1"), []byte(tenant), []byte(personID))
+	b = binary.BigEndian.AppendUint32(b, version)
+	return lp(b, aad)
+}
+
+func newAEAD(key []byte) cipher.AEAD {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		panic("seal: " + err.Error()) // data keys are always 32 bytes
+	}
+	a, err := cipher.NewGCM(block)
+	if err != nil {
+		panic("seal: " + err.Error())
+	}
+	return a
+}
+
+// Seal encrypts plaintext for the person, creating their data key if they
+// have none. aad (e.g. the envelope id) must be given again to Open.
+func (s *Sealer) Seal(ctx context.Context, tenant, personID string, plaintext, aad []byte) (*alpv1.SealedBody, error) {
+	if err := validate(tenant, personID); err != nil {
+		return nil, err
+	}
+	k, err := s.key(ctx, tenant, personID, true)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, nonceSize)
+	rand.Read(nonce)
+	return &alpv1.SealedBody{
+		Tenant:     tenant,
+		PersonId:   personID,
+		KeyVersion: k.version,
+		Nonce:      nonce,
+		Ciphertext: k.aead.Seal(nil, nonce, plaintext, bodyAAD(tenant, personID, k.version, aad)),
+	}, nil
+}
+
+// Open decrypts a sealed body with the same aad given to Seal.
+func (s *Sealer) Open(ctx context.Context, body *alpv1.SealedBody, aad []byte) ([]byte, error) {
+	if body == nil {
+		return nil, fmt.Errorf("seal: open: %w: nil", ErrMalformed)
+	}
+	tenant, personID := body.GetTenant(), body.GetPersonId()
+	if err := validate(tenant, personID); err != nil {
+		return nil, fmt.Errorf("seal: open: %w", err)
+	}
+	switch {
+	case body.GetKeyVersion() == 0:
+		return nil, fmt.Errorf("seal: open: %w: no key version", ErrMalformed)
+	case len(body.GetNonce()) != nonceSize:
+		return nil, fmt.Errorf("seal: open: %w: nonce of %d bytes, want %d", ErrMalformed, len(body.GetNonce()), nonceSize)
+	case len(body.GetCiphertext()) < 16:
+		return nil, fmt.Errorf("seal: open: %w: ciphertext shorter than the tag", ErrMalformed)
+	}
+	k, err := s.key(ctx, tenant, personID, false)
+	if err != nil {
+		return nil, err
+	}
+	if k.version != body.GetKeyVersion() {
+		return nil, fmt.Errorf("seal: open for %s/%s: %w: body names key version %d, the person has %d", tenant, personID, ErrNoDataKey, body.GetKeyVersion(), k.version)
+	}
+	pt, err := k.aead.Open(nil, body.GetNonce(), body.GetCiphertext(), bodyAAD(tenant, personID, k.version, aad))
+	if err != nil {
+		return nil, fmt.Errorf("seal: open for %s/%s: %w (modified, or different additional data)", tenant, personID, ErrOpenFailed)
+	}
+	return pt, nil
+}
+
+// key returns the person's usable data key, from the cache or the bucket,
+// creating it if create is set and the person has none.
+func (s *Sealer) key(ctx context.Context, tenant, personID string, create bool) (*cached, error) {
+	id := kvKey(tenant, personID)
+	if c := s.cached(id); c != nil {
+		if c.destroyed {
+			return nil, fmt.Errorf("seal: %s/%s: %w", tenant, personID, ErrKeyDestroyed)
+		}
+		return c, nil
+	}
+	for range createRetries {
+		e, err := s.kv.Get(ctx, id)
+		switch {
+		case err == nil:
+			return s.load(ctx, tenant, personID, e.Value())
+		case !errors.Is(err, jetstream.ErrKeyNotFound):
+			return nil, fmt.Errorf("seal: read data key of %s/%s: %w", tenant, personID, err)
+		case !create:
+			return nil, fmt.Errorf("seal: %s/%s: %w", tenant, personID, ErrNoDataKey)
+		}
+		c, err := s.create(ctx, tenant, personID)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue // another replica created it first: read theirs
+		}
+		return c, err
+	}
+	return nil, fmt.Errorf("seal: data key of %s/%s kept changing while being read; giving up after %d attempts", tenant, personID, createRetries)
+}
+
+// load unwraps a stored value (or notes a tombstone) and caches the result.
+func (s *Sealer) load(ctx context.Context, tenant, personID string, value []byte) (*cached, error) {
+	e, err := parseEntry(value)
+	if err != nil {
+		return nil, fmt.Errorf("seal: data key of %s/%s: %w", tenant, personID, err)
+	}
+	if e.Destroyed {
+		s.put(&cached{id: kvKey(tenant, personID), destroyed: true})
+		return nil, fmt.Errorf("seal: %s/%s: %w", tenant, personID, ErrKeyDestroyed)
+	}
+	key, err := s.ks.Unwrap(ctx, tenant, alpv1.KeyPurpose_KEY_PURPOSE_DATA, e.Wrapped, wrapAAD(tenant, personID, e.Version))
+	if err != nil {
+		return nil, fmt.Errorf("seal: unwrap data key of %s/%s: %w", tenant, personID, err)
+	}
+	defer clear(key)
+	if len(key) != 32 {
+		return nil, fmt.Errorf("seal: data key of %s/%s is %d bytes, want 32", tenant, personID, len(key))
+	}
+	c := &cached{id: kvKey(tenant, personID), aead: newAEAD(key), version: e.Version}
+	s.put(c)
+	return c, nil
+}
+
+// create makes, wraps and stores a new data key; it returns an error
+// wrapping jetstream.ErrKeyExists if another writer got there first.
+func (s *Sealer) create(ctx context.Context, tenant, personID string) (*cached, error) {
+	key := make([]byte, 32)
+	rand.Read(key)
+	defer clear(key)
+	wrapped, err := s.ks.Wrap(ctx, tenant, alpv1.KeyPurpose_KEY_PURPOSE_DATA, key, wrapAAD(tenant, personID, keyVersion))
+	if err != nil {
+		return nil, fmt.Errorf("seal: wrap new data key of %s/%s: %w", tenant, personID, err)
+	}
+	value, err := json.Marshal(entry{Format: entryFormat, Version: keyVersion, Wrapped: wrapped, Created: s.opts.now().UTC()})
+	if err != nil {
+		return nil, fmt.Errorf("seal: encode data key of %s/%s: %w", tenant, personID, err)
+	}
+	if _, err := s.kv.Create(ctx, kvKey(tenant, personID), value); err != nil {
+		return nil, fmt.Errorf("seal: store data key of %s/%s: %w", tenant, personID, err)
+	}
+	c := &cached{id: kvKey(tenant, personID), aead: newAEAD(key), version: keyVersion}
+	s.put(c)
+	return c, nil
+}
+
+// Destroy erases the person's data key: afterwards every body sealed for
+// them fails to open with ErrKeyDestroyed, and Seal for them is refused
+// with ErrKeyDestroyed, on every Sealer sharing the bucket (on others after
+// at most their cache TTL). It is idempotent and also works for a person
+// who never had a key (it then only forbids future Seals).
+func (s *Sealer) Destroy(ctx context.Context, tenant, personID string) error {
+	if err := validate(tenant, personID); err != nil {
+		return fmt.Errorf("seal: destroy: %w", err)
+	}
+	id := kvKey(tenant, personID)
+	if err := s.destroy(ctx, id); err != nil {
+		return fmt.Errorf("seal: destroy data key of %s/%s: %w", tenant, personID, err)
+	}
+	s.put(&cached{id: id, destroyed: true})
+	if s.opts.onDestroy != nil {
+		if err := s.opts.onDestroy(ctx, &alpv1.DataKeyDestroyed{Tenant: tenant, PersonId: personID}); err != nil {
+			return fmt.Errorf("seal: data key of %s/%s destroyed, but the observer failed (call Destroy again to retry): %w", tenant, personID, err)
+		}
+	}
+	return nil
+}
+
+func (s *Sealer) destroy(ctx context.Context, id string) error {
+	tomb, err := json.Marshal(entry{Format: entryFormat, Destroyed: true, DestroyedAt: s.opts.now().UTC()})
+	if err != nil {
+		return err
+	}
+	for range createRetries {
+		// Already a tombstone: done, without reopening a window in which
+		// the key is absent and a Seal elsewhere could create a new one.
+		e, err := s.kv.Get(ctx, id)
+		if err == nil {
+			if cur, perr := parseEntry(e.Value()); perr == nil && cur.Destroyed {
+				return nil
+			}
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("read: %w", err)
+		}
+		if err := s.kv.Purge(ctx, id); err != nil {
+			return fmt.Errorf("purge: %w", err)
+		}
+		// Create succeeds only over the purge marker; if a Seal elsewhere
+		// created a new key in between, purge that one too.
+		if _, err := s.kv.Create(ctx, id, tomb); err == nil {
+			return nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("write tombstone: %w", err)
+		}
+	}
+	return fmt.Errorf("key kept changing; gave up after %d attempts", createRetries)
+}
+
+// cached returns a live cache entry for id, or nil.
+func (s *Sealer) cached(id string) *cached {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.cache[id]
+	if !ok {
+		return nil
+	}
+	c := el.Value.(*cached)
+	if !c.destroyed && !s.opts.now().Before(c.expires) {
+		s.lru.Remove(el)
+		delete(s.cache, id)
+		return nil
+	}
+	s.lru.MoveToFront(el)
+	return c
+}
+
+// put caches c, replacing any entry for its id and dropping the least
+// recently used entries beyond the size bound.
+func (s *Sealer) put(c *cached) {
+	if s.opts.ttl == 0 || s.opts.size == 0 {
+		return
+	}
+	if !c.destroyed {
+		c.expires = s.opts.now().Add(s.opts.ttl)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.cache[c.id]; ok {
+		if el.Value.(*cached).destroyed {
+			// Erasure is final: a load that raced with Destroy must not
+			// bring the key back.
+			s.lru.MoveToFront(el)
+			return
+		}
+		s.lru.Remove(el)
+	}
+	s.cache[c.id] = s.lru.PushFront(c)
+	for s.lru.Len() > s.opts.size {
+		old := s.lru.Back()
+		s.lru.Remove(old)
+		delete(s.cache, old.Value.(*cached).id)
+	}
+}

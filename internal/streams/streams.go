@@ -1,0 +1,124 @@
+// Package streams is the one table of alpd's JetStream streams: who owns
+// each, which subjects it holds, and how long it keeps them. Services create
+// the streams they own from this table at start-up; docs/architecture.md
+// renders the same table for operators, and later the NATS permission
+// generator derives per-role allow-lists from it.
+package streams
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/bus"
+)
+
+// Retention classes an operator configures.
+type Limits struct {
+	// EventMaxAge bounds event logs that feed work (send, decided, inbound);
+	// 0 keeps them forever.
+	EventMaxAge time.Duration
+	// WorkMaxAge bounds work queues: an item older than this is dropped.
+	WorkMaxAge time.Duration
+}
+
+// Names of the streams (without the broker namespace prefix).
+const (
+	Send      = "send"
+	Decided   = "decided"
+	Inbound   = "inbound"
+	Outbox    = "outbox"
+	Identity  = "identity"
+	Ledger    = "ledger"
+	Approvals = "approvals"
+	// PolicyWork is the policy workers' queue, fed from send and inbound.
+	PolicyWork = "policy_work"
+)
+
+// Stream describes one stream of the table.
+type Stream struct {
+	Name  string
+	Owner alpv1.Role
+	// Kind is the subject token after "alp."; empty for a sourced queue.
+	Kind string
+	// EventKinds are the event bodies (Event.body field names) it carries.
+	EventKinds  []string
+	Retention   jetstream.RetentionPolicy
+	MaxAge      func(Limits) time.Duration
+	AppendOnly  bool
+	Sources     map[string]string
+	Description string
+}
+
+func forever(Limits) time.Duration { return 0 }
+func events(l Limits) time.Duration { return l.EventMaxAge }
+func work(l Limits) time.Duration   { return l.WorkMaxAge }
+
+// Table lists every stream of a broker.
+func Table() []Stream {
+	return []Stream{
+		{Name: Send, Owner: alpv1.Role_ROLE_INGRESS, Kind: "send", EventKinds: []string{"send_requested"},
+			Retention: jetstream.LimitsPolicy, MaxAge: events,
+			Description: "SendRequested: agents' requests to send, bodies sealed with the sender's data key."},
+		{Name: Decided, Owner: alpv1.Role_ROLE_POLICY, Kind: "decided", EventKinds: []string{"decided"},
+			Retention: jetstream.LimitsPolicy, MaxAge: events,
+			Description: "Decided: policy's per-field verdicts."},
+		{Name: Inbound, Owner: alpv1.Role_ROLE_FEDERATION, Kind: "inbound",
+			Retention: jetstream.LimitsPolicy, MaxAge: events,
+			Description: "InboundVerified: envelopes from remote brokers that passed verification."},
+		{Name: Outbox, Owner: alpv1.Role_ROLE_FEDERATION, Kind: "outbox", EventKinds: []string{"decided"},
+			Retention: jetstream.WorkQueuePolicy, MaxAge: work,
+			Description: "Federation outbox: envelopes waiting to be sent to remote brokers (work queue)."},
+		{Name: Identity, Owner: alpv1.Role_ROLE_IDENTITY, Kind: "identity", EventKinds: []string{"key_lifecycle", "data_key_destroyed"},
+			Retention: jetstream.LimitsPolicy, MaxAge: forever,
+			Description: "Identity state: people, agents, clients, grants, revocations, public keys and key lifecycle."},
+		{Name: Ledger, Owner: alpv1.Role_ROLE_LEDGER, Kind: "ledger",
+			Retention: jetstream.LimitsPolicy, MaxAge: forever, AppendOnly: true,
+			Description: "Per-person ledgers (append-only: deletes and purges denied)."},
+		{Name: Approvals, Owner: alpv1.Role_ROLE_APPROVALS, Kind: "approvals",
+			Retention: jetstream.LimitsPolicy, MaxAge: forever,
+			Description: "Approvals: pending items, decisions, standing approvals."},
+		{Name: PolicyWork, Owner: alpv1.Role_ROLE_POLICY, EventKinds: []string{"send_requested"},
+			Retention: jetstream.WorkQueuePolicy, MaxAge: work,
+			Sources:     map[string]string{Send: "alp.send.>", Inbound: "alp.inbound.>"},
+			Description: "Policy workers' queue, sourced from send and inbound (work queue shared by all policy replicas)."},
+	}
+}
+
+// Spec renders a stream for a broker hosting tenants.
+func (s Stream) Spec(tenants []string, l Limits) bus.StreamSpec {
+	spec := bus.StreamSpec{
+		Name: s.Name, Retention: s.Retention, MaxAge: s.MaxAge(l),
+		DenyDelete: s.AppendOnly, DenyPurge: s.AppendOnly,
+		Sources: s.Sources, Description: s.Description,
+	}
+	if s.Kind != "" {
+		for _, t := range tenants {
+			spec.Subjects = append(spec.Subjects, fmt.Sprintf("%s.%s.%s.>", bus.SubjectPrefix, s.Kind, bus.TenantToken(t)))
+		}
+	}
+	return spec
+}
+
+// Owned returns the specs of the streams role owns.
+func Owned(role alpv1.Role, tenants []string, l Limits) []bus.StreamSpec {
+	var out []bus.StreamSpec
+	for _, s := range Table() {
+		if s.Owner == role {
+			out = append(out, s.Spec(tenants, l))
+		}
+	}
+	return out
+}
+
+// ByName finds a stream of the table.
+func ByName(name string) (Stream, bool) {
+	for _, s := range Table() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Stream{}, false
+}

@@ -1,0 +1,130 @@
+// Package identity owns who is who: people, agents, OAuth clients, tokens,
+// revocations and the broker's keys. This first version provisions the
+// per-tenant broker keys in the KeyStore at start-up, publishes their public
+// halves and lifecycle on the identity stream (private keys never go on the
+// bus), and erases a person's data key (crypto-shredding). Sign-in, the OAuth
+// server and introspection arrive in the identity issue.
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+
+	identityv1 "github.com/alpd-project/alpd/gen/alp/identity/v1"
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/service"
+	"github.com/alpd-project/alpd/internal/streams"
+)
+
+// Service is the identity service.
+type Service struct {
+	service.Base
+	identityv1.UnimplementedIdentityServiceServer
+}
+
+// New builds the identity service.
+func New(d service.Deps) *Service {
+	return &Service{Base: service.NewBase(alpv1.Role_ROLE_IDENTITY, d)}
+}
+
+// Purposes are the keys every tenant has.
+func Purposes() []alpv1.KeyPurpose {
+	return []alpv1.KeyPurpose{
+		alpv1.KeyPurpose_KEY_PURPOSE_FEDERATION, alpv1.KeyPurpose_KEY_PURPOSE_LEDGER,
+		alpv1.KeyPurpose_KEY_PURPOSE_TOKEN, alpv1.KeyPurpose_KEY_PURPOSE_COOKIE,
+		alpv1.KeyPurpose_KEY_PURPOSE_DATA,
+	}
+}
+
+// Start creates the identity stream and provisions missing tenant keys.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.EnsureOwnedStreams(ctx); err != nil {
+		return err
+	}
+	for _, tenant := range s.Tenants {
+		if err := s.provision(ctx, tenant); err != nil {
+			return err
+		}
+	}
+	s.MarkStarted()
+	return nil
+}
+
+// provision makes sure tenant has an active key per purpose and that the
+// identity stream knows every key's current state. Publishing is idempotent
+// (the event id follows key id and state), so this runs at every start.
+func (s *Service) provision(ctx context.Context, tenant string) error {
+	for _, p := range Purposes() {
+		if _, err := s.Keys.Active(ctx, tenant, p); errors.Is(err, keystore.ErrNoActiveKey) || errors.Is(err, keystore.ErrNotFound) {
+			info, err := s.Keys.Generate(ctx, tenant, p)
+			if err != nil {
+				return fmt.Errorf("identity: generate %s key for %s: %w", p, tenant, err)
+			}
+			s.Logger.Info("key generated", "tenant", tenant, "purpose", p.String(), "key_id", info.KeyID)
+		} else if err != nil {
+			return fmt.Errorf("identity: %s key for %s: %w", p, tenant, err)
+		}
+		keys, err := s.Keys.Keys(ctx, tenant, p)
+		if err != nil {
+			return fmt.Errorf("identity: list %s keys for %s: %w", p, tenant, err)
+		}
+		for _, k := range keys {
+			if err := s.PublishKey(ctx, k.Lifecycle()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// PublishKey records a key's lifecycle state on the identity stream.
+func (s *Service) PublishKey(ctx context.Context, kl *alpv1.KeyLifecycle) error {
+	subject, err := bus.Subject(streams.Identity, kl.GetTenant(), "keys", kl.GetKeyId())
+	if err != nil {
+		return err
+	}
+	ev := s.NewEvent("key_lifecycle", kl.GetTenant(), nil, kl.GetKeyId(), nil)
+	ev.Header.EventId = uuid.NewSHA1(uuid.NameSpaceOID, []byte("key_lifecycle\x00"+kl.GetKeyId()+"\x00"+kl.GetState().String())).String()
+	ev.Body = &alpv1.Event_KeyLifecycle{KeyLifecycle: kl}
+	if _, err := s.Bus.Publish(ctx, subject, ev); err != nil {
+		return fmt.Errorf("identity: publish key %s: %w", kl.GetKeyId(), err)
+	}
+	return nil
+}
+
+// ErasePerson destroys a person's data key, making every body sealed with it
+// unreadable, and appends the tombstone. Streams stay append-only.
+func (s *Service) ErasePerson(ctx context.Context, tenant, personID string, operator string) error {
+	if !s.HostsTenant(tenant) {
+		return fmt.Errorf("identity: tenant %q is not hosted here", tenant)
+	}
+	subject, err := bus.Subject(streams.Identity, tenant, "erasure", personID)
+	if err != nil {
+		return fmt.Errorf("identity: person id: %w", err)
+	}
+	if err := s.Sealer.Destroy(ctx, tenant, personID); err != nil {
+		return fmt.Errorf("identity: destroy data key: %w", err)
+	}
+	ev := s.NewEvent("data_key_destroyed", tenant, nil, personID,
+		&alpv1.Actor{Kind: alpv1.ActorKind_ACTOR_KIND_OPERATOR, Id: operator})
+	ev.Body = &alpv1.Event_DataKeyDestroyed{DataKeyDestroyed: &alpv1.DataKeyDestroyed{Tenant: tenant, PersonId: personID}}
+	if _, err := s.Bus.Publish(ctx, subject, ev); err != nil {
+		return fmt.Errorf("identity: record erasure: %w", err)
+	}
+	return nil
+}
+
+// RegisterGRPC registers the identity gRPC API.
+func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { identityv1.RegisterIdentityServiceServer(r, s) }
+
+// Ping implements IdentityService.Ping.
+func (s *Service) Ping(_ context.Context, req *identityv1.PingRequest) (*identityv1.PingResponse, error) {
+	env, ready := s.Base.Ping(req.GetEnvelope())
+	return &identityv1.PingResponse{Envelope: env, Service: s.Name(), Ready: ready}, nil
+}

@@ -1,0 +1,142 @@
+// Package ingress is the agents' door into the broker. It owns no durable
+// state of its own: it turns an authenticated agent's request into a
+// SendRequested event on the send stream, with the body sealed under the
+// sender's data key and trust set from the agent's credential (ingress is one
+// of the two trust-setting points). The NLIP, MCP and REST bindings that call
+// Submit arrive in later issues.
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	ingressv1 "github.com/alpd-project/alpd/gen/alp/ingress/v1"
+	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/service"
+	"github.com/alpd-project/alpd/internal/streams"
+)
+
+// Service is the ingress service.
+type Service struct {
+	service.Base
+	ingressv1.UnimplementedIngressServiceServer
+}
+
+// New builds the ingress service.
+func New(d service.Deps) *Service {
+	return &Service{Base: service.NewBase(alpv1.Role_ROLE_INGRESS, d)}
+}
+
+// Start creates the send stream.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.EnsureOwnedStreams(ctx); err != nil {
+		return err
+	}
+	s.MarkStarted()
+	return nil
+}
+
+// RegisterGRPC registers the ingress gRPC API.
+func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { ingressv1.RegisterIngressServiceServer(r, s) }
+
+// Ping implements IngressService.Ping.
+func (s *Service) Ping(_ context.Context, req *ingressv1.PingRequest) (*ingressv1.PingResponse, error) {
+	env, ready := s.Base.Ping(req.GetEnvelope())
+	return &ingressv1.PingResponse{Envelope: env, Service: s.Name(), Ready: ready}, nil
+}
+
+// Sender is the authenticated sender as identity resolved it: never taken
+// from the message.
+type Sender struct {
+	Tenant   string
+	PersonID string
+	AgentID  string
+	// Trust follows the agent's credential class (company 3, consumer 2).
+	Trust       nmpv1.TrustLevel
+	TrustReason string
+}
+
+// Submission is one agent's request to send.
+type Submission struct {
+	Sender Sender
+	// Envelope carries to, type, body and any NLIP/NMP headers; id, tenant,
+	// from_agent are set here.
+	Envelope       *alpv1.Envelope
+	IdempotencyKey string
+}
+
+// ErrInvalid marks a submission the agent must fix.
+var ErrInvalid = errors.New("ingress: invalid submission")
+
+// envelopeNamespace scopes derived envelope ids.
+var envelopeNamespace = uuid.MustParse("6f1d3c2a-4b5e-4f60-8a7b-9c0d1e2f3a4b")
+
+// EnvelopeID is the id of an envelope: derived from (tenant, agent,
+// idempotency key) when the agent sent a key, so a retry after a timeout is
+// the same envelope; random (UUIDv7) otherwise.
+func EnvelopeID(tenant, agent, key string) string {
+	if key == "" {
+		return uuid.Must(uuid.NewV7()).String()
+	}
+	return uuid.NewSHA1(envelopeNamespace, []byte(tenant+"\x00"+agent+"\x00"+key)).String()
+}
+
+// Submit seals the body, sets trust, and appends SendRequested. It returns
+// the envelope id; submitting the same idempotency key again is a no-op that
+// returns the same id.
+func (s *Service) Submit(ctx context.Context, sub Submission) (string, error) {
+	snd := sub.Sender
+	env := proto.CloneOf(sub.Envelope)
+	switch {
+	case !s.HostsTenant(snd.Tenant):
+		return "", fmt.Errorf("%w: tenant %q is not hosted by this broker", ErrInvalid, snd.Tenant)
+	case snd.PersonID == "" || snd.AgentID == "":
+		return "", fmt.Errorf("%w: sender person and agent are required", ErrInvalid)
+	case env == nil:
+		return "", fmt.Errorf("%w: no envelope", ErrInvalid)
+	case env.GetTo() == "" || env.GetType() == "":
+		return "", fmt.Errorf("%w: recipient and message type are required", ErrInvalid)
+	case len(env.GetBody()) == 0 || !json.Valid(env.GetBody()):
+		return "", fmt.Errorf("%w: body must be a JSON document", ErrInvalid)
+	}
+	subject, err := bus.Subject(streams.Send, snd.Tenant, snd.PersonID)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	hop := envelope.Begin(alpv1.Role_ROLE_INGRESS, "accept")
+	if err := hop.SetTrust(snd.Trust, snd.TrustReason); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+
+	env.Id = EnvelopeID(snd.Tenant, snd.AgentID, sub.IdempotencyKey)
+	env.Tenant = snd.Tenant
+	env.FromAgent = snd.AgentID
+	sealed, err := s.Sealer.Seal(ctx, snd.Tenant, snd.PersonID, env.GetBody(), []byte(env.Id))
+	if err != nil {
+		return "", fmt.Errorf("ingress: seal body: %w", err)
+	}
+	env.SealedBody, env.Body = sealed, nil
+	hop.End(env)
+
+	ev := s.NewEvent("send_requested", snd.Tenant, nil, env.Id,
+		&alpv1.Actor{Kind: alpv1.ActorKind_ACTOR_KIND_AGENT, Id: snd.AgentID})
+	// The event id follows the envelope id, so a retried submission has the
+	// same message id (deduplicated) and the same seen-set key downstream.
+	ev.Header.EventId = uuid.NewSHA1(envelopeNamespace, []byte("send_requested\x00"+env.Id)).String()
+	ev.Body = &alpv1.Event_SendRequested{SendRequested: &alpv1.SendRequested{
+		Envelope: env, IdempotencyKey: sub.IdempotencyKey, SenderPersonId: snd.PersonID,
+	}}
+	if _, err := s.Bus.Publish(ctx, subject, ev); err != nil {
+		return "", err
+	}
+	return env.Id, nil
+}
