@@ -17,9 +17,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	nlipv1 "github.com/alpd-project/alpd/gen/alp/nlip/v1"
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 )
 
 // NMP returns the envelope's NMP header, nil when it has none.

@@ -9,9 +9,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	nlipv1 "github.com/alpd-project/alpd/gen/alp/nlip/v1"
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 )
 
 func withHeaders() *alpv1.Envelope {

@@ -52,7 +52,7 @@ type Stream struct {
 	Description string
 }
 
-func forever(Limits) time.Duration { return 0 }
+func forever(Limits) time.Duration  { return 0 }
 func events(l Limits) time.Duration { return l.EventMaxAge }
 func work(l Limits) time.Duration   { return l.WorkMaxAge }
 

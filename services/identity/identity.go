@@ -121,7 +121,9 @@ func (s *Service) ErasePerson(ctx context.Context, tenant, personID string, oper
 }
 
 // RegisterGRPC registers the identity gRPC API.
-func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { identityv1.RegisterIdentityServiceServer(r, s) }
+func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) {
+	identityv1.RegisterIdentityServiceServer(r, s)
+}
 
 // Ping implements IdentityService.Ping.
 func (s *Service) Ping(_ context.Context, req *identityv1.PingRequest) (*identityv1.PingResponse, error) {
