@@ -39,10 +39,10 @@
 // until the cached entry expires this Sealer may still open bodies of the
 // person and seal new ones with the destroyed key (those are unreadable
 // everywhere once the entry expires). A TTL is simpler than watching the
-// bucket and is correct without a live subscription (a watch can miss
-// updates across reconnects); set the TTL to 0 to read the bucket on every
-// call. A destroyed person is remembered without expiry, as erasure is
-// final.
+// bucket, and its bound holds without depending on a subscription staying
+// healthy through reconnects; set the TTL to 0 to read the bucket on every
+// call. A destroyed person stays marked in the cache without expiry (until
+// the size bound drops the entry), as erasure is final.
 //
 // What this does not do: the data key of a person is never rotated (the
 // version is always 1, the field exists for a later rotation scheme); a

@@ -1,0 +1,136 @@
+// Command alpctl is the operator's and person's command line for alpd.
+//
+//	alpctl [--broker URL] status [--json]   readiness of every service, and the streams
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/alpd-project/alpd/broker"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("alpctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	brokerURL := fs.String("broker", envOr("ALPCTL_BROKER", "http://127.0.0.1:8080"), "base URL of the broker's HTTP listener (env ALPCTL_BROKER)")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the broker")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: alpctl [--broker URL] status [--json]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	base, err := url.Parse(*brokerURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		fmt.Fprintf(stderr, "alpctl: --broker %q is not an http(s) URL\n", *brokerURL)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	switch cmd := fs.Arg(0); cmd {
+	case "status":
+		return status(ctx, base, fs.Args()[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "alpctl: unknown command %q\n", cmd)
+		fs.Usage()
+		return 2
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// status prints the broker's readiness; exit code 0 only when ready.
+func status(ctx context.Context, base *url.URL, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the broker's JSON answer")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	u := base.JoinPath("readyz")
+	u.RawQuery = "verbose=1"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "alpctl:", err)
+		return 1
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(stderr, "alpctl: broker at %s unreachable: %v\n", base, err)
+		return 1
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		fmt.Fprintln(stderr, "alpctl: reading answer:", err)
+		return 1
+	}
+	var r broker.Readiness
+	if err := json.Unmarshal(body, &r); err != nil {
+		fmt.Fprintf(stderr, "alpctl: broker answered %s with something that is not a readiness report: %v\n", resp.Status, err)
+		return 1
+	}
+	if *asJSON {
+		stdout.Write(body)
+	} else {
+		printStatus(stdout, r)
+	}
+	if !r.Ready {
+		return 1
+	}
+	return 0
+}
+
+func printStatus(w io.Writer, r broker.Readiness) {
+	state := "READY"
+	if !r.Ready {
+		state = "NOT READY: " + r.Error
+	}
+	fmt.Fprintf(w, "broker %s: %s\n\n", r.Broker, state)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tREADY\tGRPC\tLAG\tERROR")
+	for _, s := range r.Services {
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%s\n", s.Name, s.Ready, s.GRPC, s.Lag, s.Error)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STREAM\tOWNER\tRETENTION\tMAX AGE\tSUBJECTS / SOURCES")
+	for _, s := range r.Streams {
+		what := strings.Join(append(s.Subjects, s.Sources...), " ")
+		ret := s.Retention
+		if s.AppendOnly {
+			ret += ", append-only"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Owner, ret, s.MaxAge, what)
+	}
+	tw.Flush()
+}
