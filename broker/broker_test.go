@@ -11,10 +11,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/alpd-project/alpd/broker"
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/broker"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/keystore"
@@ -195,8 +196,7 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 	}
 	for name, mod := range cases {
 		sub := ok
-		env := *ok.Envelope
-		sub.Envelope = &env
+		sub.Envelope = proto.CloneOf(ok.Envelope)
 		mod(&sub)
 		if _, err := r.b.Ingress().Submit(context.Background(), sub); !errors.Is(err, ingress.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
