@@ -158,7 +158,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		MaxDeliver: cfg.Bus.MaxDeliver,
 		AckWait:    cfg.Bus.AckWait,
 		Logger:     log,
-		Registerer: reg,
+		// Every consumer checks that an event's producer may produce it.
+		CheckProducer: streams.CheckProducer,
+		Registerer:    reg,
 	})
 	if err != nil {
 		return nil, err

@@ -32,7 +32,11 @@ type running struct {
 
 func start(t *testing.T, nc *nats.Conn, reg prometheus.Registerer, name string, tenants ...string) running {
 	t.Helper()
-	ks := keystore.NewMemory()
+	return startWith(t, nc, reg, keystore.NewMemory(), name, tenants...)
+}
+
+func startWith(t *testing.T, nc *nats.Conn, reg prometheus.Registerer, ks keystore.KeyStore, name string, tenants ...string) running {
+	t.Helper()
 	b, err := broker.New(broker.Config{Name: name, Tenants: tenants}, broker.Deps{NATS: nc, KeyStore: ks, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)

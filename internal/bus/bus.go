@@ -44,8 +44,14 @@ type Options struct {
 	AckWait    time.Duration
 	// DeadLetterMaxAge bounds the dead-letter stream (0: 30 days).
 	DeadLetterMaxAge time.Duration
-	Logger           *slog.Logger
-	Registerer       prometheus.Registerer
+	// CheckProducer, when set, is asked by every consumer whether the event
+	// on subject may come from the producer role it names. A refused event
+	// is dead-lettered and counted (alpd_bus_forbidden_producer_total): in
+	// split mode a compromised service must not be able to forge another
+	// role's events.
+	CheckProducer func(subject string, ev *alpv1.Event) error
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
 }
 
 func (o *Options) complete() error {

@@ -509,3 +509,48 @@ func TestTwoNamespacesDoNotMix(t *testing.T) {
 		t.Fatal("overlapping stream accepted")
 	}
 }
+
+func TestForbiddenProducerDeadLettered(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	b := newBus(t, natstest.Connect(t, s), func(o *Options) {
+		o.CheckProducer = func(subject string, ev *alpv1.Event) error {
+			if ev.GetHeader().GetProducerRole() != alpv1.Role_ROLE_INGRESS {
+				return errors.New("only ingress produces send_requested")
+			}
+			return nil
+		}
+	})
+	ctx := context.Background()
+	ensure(t, b, logSpec())
+	var handled atomic.Int32
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c, err := b.Consume(cctx, ConsumerSpec{Durable: "checked", Stream: "send"}, func(ctx context.Context, d Delivery) error {
+		handled.Add(1)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := sendEvent("forged", "")
+	forged.Header.ProducerRole = alpv1.Role_ROLE_POLICY
+	for _, ev := range []*alpv1.Event{forged, sendEvent("genuine", "")} {
+		if _, err := b.Publish(ctx, "alp.send.example_org.p", ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if n := testutil.ToFloat64(b.metrics.forbiddenProducer.WithLabelValues(c.Name())); n != 1 {
+			return fmt.Errorf("forbidden producer count %v", n)
+		}
+		if handled.Load() != 1 {
+			return fmt.Errorf("handled %d", handled.Load())
+		}
+		return nil
+	})
+	dls, _ := b.js.Stream(ctx, b.StreamName(DeadLetterStream))
+	m, err := dls.GetMsg(ctx, 1)
+	if err != nil || m.Header.Get(HeaderEventID) != "forged" {
+		t.Fatalf("dead letter: %v %v", m, err)
+	}
+}

@@ -285,6 +285,13 @@ func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
 		c.deadLetter(ctx, msg, md, fmt.Sprintf("undecodable: %v", err))
 		return
 	}
+	if check := c.b.opts.CheckProducer; check != nil {
+		if err := check(msg.Subject(), ev); err != nil {
+			c.b.metrics.forbiddenProducer.WithLabelValues(c.name).Inc()
+			c.deadLetter(ctx, msg, md, fmt.Sprintf("forbidden producer: %v", err))
+			return
+		}
+	}
 	seenKey := c.name + "." + hashID(ev.GetHeader().GetEventId())
 	if _, err := c.seen.Get(ctx, seenKey); err == nil {
 		c.b.metrics.duplicates.WithLabelValues(c.name).Inc()

@@ -12,6 +12,7 @@ type metrics struct {
 	failures          *prometheus.CounterVec
 	deadLetters       *prometheus.CounterVec
 	duplicates        *prometheus.CounterVec
+	forbiddenProducer *prometheus.CounterVec
 	lag               *prometheus.GaugeVec
 	handleSeconds     *prometheus.HistogramVec
 	publishSeconds    prometheus.Histogram
@@ -34,6 +35,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "alpd_bus_duplicates_skipped_total", Help: "Redelivered events skipped by the seen-set.",
 		}, []string{"consumer"}),
+		forbiddenProducer: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "alpd_bus_forbidden_producer_total", Help: "Events refused because their producer role may not produce them on that subject.",
+		}, []string{"consumer"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "alpd_bus_consumer_lag", Help: "Messages pending for a consumer, as of its last delivery or poll.",
 		}, []string{"consumer"}),
@@ -55,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "alpd_bus_append_conflicts_total", Help: "Appends refused because another writer came first.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.processed, m.failures, m.deadLetters, m.duplicates, m.lag,
+	for _, c := range []prometheus.Collector{m.processed, m.failures, m.deadLetters, m.duplicates, m.forbiddenProducer, m.lag,
 		m.handleSeconds, m.publishSeconds, m.publishFailures, m.publishDuplicates, m.appendConflicts} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

@@ -7,6 +7,8 @@ package streams
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -121,4 +123,31 @@ func ByName(name string) (Stream, bool) {
 		}
 	}
 	return Stream{}, false
+}
+
+// CheckProducer verifies that ev may stand on subject: the subject's stream
+// is owned by the role the event names as producer, and that stream carries
+// the event's kind. NATS permissions make the subject prove who published
+// (only the owner role may publish there), so a role that lies about the
+// producer, or puts a kind it may not produce on its own subject, is caught.
+func CheckProducer(subject string, ev *alpv1.Event) error {
+	parts := strings.SplitN(subject, ".", 3)
+	if len(parts) < 3 || parts[0] != bus.SubjectPrefix {
+		return fmt.Errorf("subject %q is not an alp subject", subject)
+	}
+	kind := bus.Kind(ev)
+	role := ev.GetHeader().GetProducerRole()
+	for _, s := range Table() {
+		if s.Kind != parts[1] {
+			continue
+		}
+		if s.Owner != role {
+			return fmt.Errorf("%s on %s claims producer %s, but only %s publishes there", kind, subject, role, s.Owner)
+		}
+		if !slices.Contains(s.EventKinds, kind) {
+			return fmt.Errorf("%s may not publish %s events on %s", role, kind, subject)
+		}
+		return nil
+	}
+	return fmt.Errorf("subject %q belongs to no stream", subject)
 }
