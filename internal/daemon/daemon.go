@@ -159,20 +159,12 @@ func loadKEK(cfg config.Config, env func(string) string, log *slog.Logger) ([]by
 	path := cfg.Keystore.KEKFile
 	if path == "" {
 		path = filepath.Join(filepath.Dir(cfg.KeystorePath()), KEKFileName)
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		switch {
-		case err == nil:
-			_, werr := f.WriteString(keystore.EncodeKEK(keystore.GenerateKEK()) + "\n")
-			if cerr := f.Close(); werr == nil {
-				werr = cerr
-			}
-			if werr != nil {
-				_ = os.Remove(path)
-				return nil, fmt.Errorf("write development KEK %s: %w", path, werr)
-			}
+		created, err := createDevKEK(path)
+		if err != nil {
+			return nil, err
+		}
+		if created {
 			log.Warn("generated a development key-encryption key; in production set ALPD_KEK or keystore.kek_file from a secret store", "path", path)
-		case !errors.Is(err, fs.ErrExist):
-			return nil, fmt.Errorf("development KEK %s: %w", path, err)
 		}
 	}
 	data, err := os.ReadFile(path)
@@ -184,6 +176,38 @@ func loadKEK(cfg config.Config, env func(string) string, log *slog.Logger) ([]by
 		return nil, fmt.Errorf("keystore.kek_file %s: %w", path, err)
 	}
 	return kek, nil
+}
+
+// createDevKEK writes a new KEK to path unless one exists. The key is
+// written to a temporary file and hard-linked into place, so processes
+// starting together (split mode on one data dir) never read a partial key:
+// exactly one link succeeds and everyone reads the complete file.
+func createDevKEK(path string) (bool, error) {
+	if _, err := os.Stat(path); err == nil {
+		return false, nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".kek-*")
+	if err != nil {
+		return false, fmt.Errorf("development KEK: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(keystore.EncodeKEK(keystore.GenerateKEK()) + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, fmt.Errorf("development KEK %s: %w", path, err)
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("development KEK %s: %w", path, err)
+	}
+	return true, nil
 }
 
 // HTTPAddr is the address the HTTP listener got (useful with port 0).

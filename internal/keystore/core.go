@@ -7,23 +7,24 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base32"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 )
 
 // record is one key, private part included. Records are immutable once
-// published in core.keys: a change makes a new record (copy-on-write), so
+// published in a state: a change makes a new record (copy-on-write), so
 // readers holding a record never see it change and a failed save leaves the
 // in-memory state untouched.
 type record struct {
@@ -55,21 +56,47 @@ type slot struct {
 	purpose alpv1.KeyPurpose
 }
 
-// core implements KeyStore over an in-memory map; persist (nil for the
-// memory store) saves a complete new state before it becomes visible.
-type core struct {
-	mu       sync.RWMutex
-	keys     map[slot][]*record
-	notifyMu sync.Mutex // keeps observer calls in the order of the changes
-	opts     options
-	persist  func(map[slot][]*record) error
+// state is one complete, immutable view of the keys. A change builds a new
+// state and publishes it whole, so a reader holding a state never sees it
+// change. file describes the key file the state was read from or written to
+// (nil for the memory store); see storage.
+type state struct {
+	keys map[slot][]*record
+	file os.FileInfo
 }
 
-func newCore(keys map[slot][]*record, opts options, persist func(map[slot][]*record) error) *core {
-	if keys == nil {
-		keys = map[slot][]*record{}
-	}
-	return &core{keys: keys, opts: opts, persist: persist}
+// storage is the persistence behind a core; nil for the memory store.
+type storage interface {
+	// stale reports whether the stored keys may differ from cur, the state
+	// last loaded or saved. It must be cheap (a stat, no read).
+	stale(cur *state) (bool, error)
+	// load reads the stored state.
+	load() (*state, error)
+	// lock takes the inter-process lock that every change holds while it
+	// reads, modifies and writes the stored state; it returns the release.
+	lock(ctx context.Context) (release func(), err error)
+	// save stores keys in place of prev (the state read under the lock) and
+	// returns the state saved. It is called with the lock held.
+	save(keys map[slot][]*record, prev *state) (*state, error)
+}
+
+// core implements KeyStore over an in-memory state, kept in step with its
+// storage (if any): reads reload the state when the storage changed under
+// them, and changes are applied to the stored state under the storage's
+// lock, so several stores (processes) may share one storage.
+type core struct {
+	cur      atomic.Pointer[state]
+	writeMu  sync.Mutex // serializes changes within the process
+	loadMu   sync.Mutex // orders the publication of states loaded or saved
+	notifyMu sync.Mutex // keeps observer calls in the order of the changes
+	opts     options
+	store    storage
+}
+
+func newCore(opts options, store storage) *core {
+	c := &core{opts: opts, store: store}
+	c.cur.Store(&state{keys: map[slot][]*record{}})
+	return c
 }
 
 func (c *core) now() time.Time { return c.opts.now().UTC() }
@@ -84,27 +111,60 @@ func check(ctx context.Context, tenant string, purpose alpv1.KeyPurpose) error {
 	return validPurpose(purpose)
 }
 
+// fresh returns the current state, reloaded first if the storage changed
+// since it was last loaded or saved (by another store or process). A failed
+// reload (or a key file that can no longer be found) leaves the state in
+// memory as it was and returns the error: reads fail closed rather than
+// answer from keys the storage no longer confirms, and the next read tries
+// again.
+func (c *core) fresh() (*state, error) {
+	cur := c.cur.Load()
+	if c.store == nil {
+		return cur, nil
+	}
+	if stale, err := c.store.stale(cur); err != nil || !stale {
+		return cur, err
+	}
+	c.loadMu.Lock()
+	defer c.loadMu.Unlock()
+	// Another goroutine may have reloaded meanwhile.
+	cur = c.cur.Load()
+	if stale, err := c.store.stale(cur); err != nil || !stale {
+		return cur, err
+	}
+	next, err := c.store.load()
+	if err != nil {
+		return nil, err
+	}
+	c.cur.Store(next)
+	return next, nil
+}
+
+// find returns the record pick selects in slot s of the fresh state, or nil.
+func (c *core) find(s slot, pick func([]*record) int) (*record, error) {
+	st, err := c.fresh()
+	if err != nil {
+		return nil, err
+	}
+	keys := st.keys[s]
+	if i := pick(keys); i >= 0 {
+		return keys[i], nil
+	}
+	return nil, nil
+}
+
 // change applies fn to a copy of one slot's keys. If fn reports events, the
 // new state is persisted, published in memory and then the events go to the
-// observer, in order, outside the state lock.
+// observer, in order, outside every lock but notifyMu.
 func (c *core) change(ctx context.Context, s slot, fn func(cur []*record) ([]*record, []*alpv1.KeyLifecycle, error)) error {
-	c.mu.Lock()
-	next, events, err := fn(slices.Clone(c.keys[s]))
+	c.writeMu.Lock()
+	events, err := c.apply(ctx, s, fn)
 	if err != nil || len(events) == 0 {
-		c.mu.Unlock()
+		c.writeMu.Unlock()
 		return err
 	}
-	all := maps.Clone(c.keys)
-	all[s] = next
-	if c.persist != nil {
-		if err := c.persist(all); err != nil {
-			c.mu.Unlock()
-			return err
-		}
-	}
-	c.keys = all
 	c.notifyMu.Lock()
-	c.mu.Unlock()
+	c.writeMu.Unlock()
 	defer c.notifyMu.Unlock()
 	if c.opts.observer == nil {
 		return nil
@@ -117,24 +177,77 @@ func (c *core) change(ctx context.Context, s slot, fn func(cur []*record) ([]*re
 	return nil
 }
 
+// apply runs fn on the latest state and saves and publishes the result; the
+// caller holds writeMu. With a storage it holds the storage's lock
+// throughout and always re-reads the stored state under it (not only when
+// stale says so): the read is cheap next to the save's fsyncs, and it makes
+// "no update is lost" independent of file timestamps.
+func (c *core) apply(ctx context.Context, s slot, fn func(cur []*record) ([]*record, []*alpv1.KeyLifecycle, error)) ([]*alpv1.KeyLifecycle, error) {
+	cur := c.cur.Load()
+	if c.store != nil {
+		release, err := c.store.lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		c.loadMu.Lock()
+		defer c.loadMu.Unlock()
+		if cur, err = c.store.load(); err != nil {
+			return nil, err
+		}
+		c.cur.Store(cur)
+	}
+	next, events, err := fn(slices.Clone(cur.keys[s]))
+	if err != nil || len(events) == 0 {
+		return nil, err
+	}
+	all := maps.Clone(cur.keys)
+	all[s] = next
+	saved := &state{keys: all}
+	if c.store != nil {
+		if saved, err = c.store.save(all, cur); err != nil {
+			return nil, err
+		}
+	}
+	c.cur.Store(saved)
+	return events, nil
+}
+
 var keyIDEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
-func (c *core) newRecord(s slot, existing []*record) *record {
+// random fills b from the store's random source (see WithRandom).
+func (c *core) random(b []byte) error { return readRandom(c.opts.rand, b) }
+
+func readRandom(r io.Reader, b []byte) error {
+	if _, err := io.ReadFull(r, b); err != nil {
+		return fmt.Errorf("keystore: random source: %w", err)
+	}
+	return nil
+}
+
+func (c *core) newRecord(s slot, existing []*record) (*record, error) {
 	r := &record{tenant: s.tenant, purpose: s.purpose, state: alpv1.KeyState_KEY_STATE_ACTIVE, created: c.now()}
-	for {
+	for try := 0; ; try++ {
+		if try == 8 { // 2^-64 each with a real random source
+			return nil, errors.New("keystore: random source: it keeps repeating key ids")
+		}
 		var b [8]byte
-		rand.Read(b[:])
+		if err := c.random(b[:]); err != nil {
+			return nil, err
+		}
 		r.id = purposeName(s.purpose) + "-" + strings.ToLower(keyIDEncoding.EncodeToString(b[:]))
 		if findID(existing, r.id) < 0 {
 			break
 		}
 	}
 	r.secret = make([]byte, 32)
-	rand.Read(r.secret)
+	if err := c.random(r.secret); err != nil {
+		return nil, err
+	}
 	if IsAsymmetric(s.purpose) {
 		r.public = ed25519.NewKeyFromSeed(r.secret).Public().(ed25519.PublicKey)
 	}
-	return r
+	return r, nil
 }
 
 func findID(keys []*record, id string) int {
@@ -155,7 +268,10 @@ func (c *core) Generate(ctx context.Context, tenant string, purpose alpv1.KeyPur
 		if i := findActive(cur); i >= 0 {
 			return nil, nil, fmt.Errorf("keystore: generate %s key for %s: %w (%s); use Rotate", purposeName(purpose), tenant, ErrActiveKeyExists, cur[i].id)
 		}
-		made = c.newRecord(s, cur)
+		var err error
+		if made, err = c.newRecord(s, cur); err != nil {
+			return nil, nil, err
+		}
 		return append(cur, made), []*alpv1.KeyLifecycle{made.info().Lifecycle()}, nil
 	})
 	return madeInfo(made, err)
@@ -168,7 +284,10 @@ func (c *core) Rotate(ctx context.Context, tenant string, purpose alpv1.KeyPurpo
 	s := slot{tenant, purpose}
 	var made *record
 	err := c.change(ctx, s, func(cur []*record) ([]*record, []*alpv1.KeyLifecycle, error) {
-		made = c.newRecord(s, cur)
+		var err error
+		if made, err = c.newRecord(s, cur); err != nil {
+			return nil, nil, err
+		}
 		// The new key's event goes first, so a reader of the events never
 		// sees a moment without an active key.
 		events := []*alpv1.KeyLifecycle{made.info().Lifecycle()}
@@ -242,22 +361,14 @@ func (c *core) Revoke(ctx context.Context, tenant string, purpose alpv1.KeyPurpo
 	})
 }
 
-// lookup returns the current record (nil if none) under the read lock.
-func (c *core) lookup(s slot, pick func([]*record) int) *record {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	keys := c.keys[s]
-	if i := pick(keys); i >= 0 {
-		return keys[i]
-	}
-	return nil
-}
-
 func (c *core) Active(ctx context.Context, tenant string, purpose alpv1.KeyPurpose) (KeyInfo, error) {
 	if err := check(ctx, tenant, purpose); err != nil {
 		return KeyInfo{}, err
 	}
-	r := c.lookup(slot{tenant, purpose}, findActive)
+	r, err := c.find(slot{tenant, purpose}, findActive)
+	if err != nil {
+		return KeyInfo{}, err
+	}
 	if r == nil {
 		return KeyInfo{}, fmt.Errorf("keystore: %s key of %s: %w", purposeName(purpose), tenant, ErrNoActiveKey)
 	}
@@ -268,10 +379,13 @@ func (c *core) Keys(ctx context.Context, tenant string, purpose alpv1.KeyPurpose
 	if err := check(ctx, tenant, purpose); err != nil {
 		return nil, err
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make([]KeyInfo, 0, len(c.keys[slot{tenant, purpose}]))
-	for _, r := range c.keys[slot{tenant, purpose}] {
+	st, err := c.fresh()
+	if err != nil {
+		return nil, err
+	}
+	keys := st.keys[slot{tenant, purpose}]
+	out := make([]KeyInfo, 0, len(keys))
+	for _, r := range keys {
 		out = append(out, r.info())
 	}
 	return out, nil
@@ -296,7 +410,10 @@ func (c *core) Signer(ctx context.Context, tenant string, purpose alpv1.KeyPurpo
 		return nil, fmt.Errorf("keystore: signer for %s key: %w (symmetric purpose)", purposeName(purpose), ErrWrongPurpose)
 	}
 	s := slot{tenant, purpose}
-	r := c.lookup(s, func(k []*record) int { return findID(k, keyID) })
+	r, err := c.find(s, func(k []*record) int { return findID(k, keyID) })
+	if err != nil {
+		return nil, err
+	}
 	if r == nil {
 		return nil, fmt.Errorf("keystore: signer for %q of %s: %w", keyID, tenant, ErrNotFound)
 	}
@@ -320,7 +437,10 @@ func (g *signer) Public() crypto.PublicKey { return g.public }
 // Sign signs message with Ed25519 (opts.HashFunc() must be 0; Ed25519ph and
 // Ed25519ctx via *ed25519.Options as in crypto/ed25519).
 func (g *signer) Sign(rnd io.Reader, message []byte, opts crypto.SignerOpts) ([]byte, error) {
-	r := g.c.lookup(g.s, func(k []*record) int { return findID(k, g.id) })
+	r, err := g.c.find(g.s, func(k []*record) int { return findID(k, g.id) })
+	if err != nil {
+		return nil, err
+	}
 	if r == nil {
 		return nil, fmt.Errorf("keystore: sign with %q of %s: %w", g.id, g.s.tenant, ErrNotFound)
 	}
@@ -372,7 +492,10 @@ func (c *core) Wrap(ctx context.Context, tenant string, purpose alpv1.KeyPurpose
 		return nil, fmt.Errorf("keystore: wrap with %s key: %w (asymmetric purpose)", purposeName(purpose), ErrWrongPurpose)
 	}
 	s := slot{tenant, purpose}
-	r := c.lookup(s, findActive)
+	r, err := c.find(s, findActive)
+	if err != nil {
+		return nil, err
+	}
 	if r == nil {
 		return nil, fmt.Errorf("keystore: wrap with %s key of %s: %w", purposeName(purpose), tenant, ErrNoActiveKey)
 	}
@@ -380,7 +503,9 @@ func (c *core) Wrap(ctx context.Context, tenant string, purpose alpv1.KeyPurpose
 	out = append(out, wrapVersion, byte(len(r.id)))
 	out = append(out, r.id...)
 	nonce := make([]byte, 12)
-	rand.Read(nonce)
+	if err := c.random(nonce); err != nil {
+		return nil, err
+	}
 	out = append(out, nonce...)
 	return gcm(r.secret).Seal(out, nonce, plaintext, wrapAAD(s, r.id, aad)), nil
 }
@@ -409,7 +534,10 @@ func (c *core) Unwrap(ctx context.Context, tenant string, purpose alpv1.KeyPurpo
 		return nil, err
 	}
 	s := slot{tenant, purpose}
-	r := c.lookup(s, func(k []*record) int { return findID(k, id) })
+	r, err := c.find(s, func(k []*record) int { return findID(k, id) })
+	if err != nil {
+		return nil, err
+	}
 	if r == nil {
 		return nil, fmt.Errorf("keystore: unwrap with %q of %s: %w", id, tenant, ErrNotFound)
 	}
@@ -435,5 +563,5 @@ var (
 
 // NewMemory returns an empty in-memory store.
 func NewMemory(opts ...Option) *MemoryStore {
-	return &MemoryStore{newCore(nil, buildOptions(opts), nil)}
+	return &MemoryStore{newCore(buildOptions(opts), nil)}
 }

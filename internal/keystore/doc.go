@@ -29,9 +29,22 @@
 // Backends: [OpenFile] keeps everything in one file of mode 0600 whose whole
 // content is sealed with AES-256-GCM under a 32-byte key-encryption key (KEK)
 // given by the operator ([ParseKEK], [GenerateKEK]); it is the embedded-mode
-// backend. Only one process may use a given file at a time: the store
-// rewrites the whole file on every change and does not lock it against other
-// processes. [NewMemory] keeps keys in memory only, for tests and
-// throw-away brokers. Enterprise backends (PKCS#11, cloud KMS, Vault
-// Transit) are meant to implement the same interface.
+// backend. Several processes may share one file, as alpd's split mode does
+// (every service process opens the same file; identity generates and rotates,
+// the others sign and wrap): every change is made under an advisory lock on
+// "<path>.lock" to the file as re-read under that lock, and every read first
+// reloads the file if it changed on disk (a stat when it did not), so each
+// store sees the keys the others made, and no change is lost. A file that
+// cannot be reloaded (damaged, another KEK) makes reads fail closed. The
+// limits: the lock is advisory (flock) and needs a local file system or one
+// that supports flock across hosts, and it is a no-op where flock does not
+// exist (Windows); see [FileStore]. For brokers spread over several hosts,
+// e.g. on Kubernetes, the production answer is an enterprise backend, not a
+// key file on a shared volume. [NewMemory] keeps keys in memory only, for
+// tests and throw-away brokers. Enterprise backends (PKCS#11, cloud KMS,
+// Vault Transit) are meant to implement the same interface.
+//
+// Every random byte a store generates comes from crypto/rand, or from the
+// reader given to [WithRandom], which exists for tests and reproducible test
+// provisioning only.
 package keystore

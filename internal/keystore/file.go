@@ -3,9 +3,9 @@ package keystore
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/ed25519"
 	"crypto/hkdf"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -41,20 +41,69 @@ const (
 )
 
 // FileStore is a KeyStore kept in one encrypted file (see OpenFile).
+//
+// Several FileStores, in one process or in several, may share one key file;
+// this is how alpd's split mode works, where every service process opens the
+// same file and one of them (identity) generates and rotates the keys:
+//
+//   - Every change takes an exclusive advisory lock (flock(2), LOCK_EX) on
+//     the sidecar file "<path>.lock" (mode 0600, created when needed and
+//     never removed: removing a lock file others may hold would break the
+//     lock), re-reads the key file under it, applies the change to what it
+//     read and writes the result atomically before releasing the lock. So
+//     concurrent writers never lose each other's changes, and Generate sees
+//     an ACTIVE key another process made a moment ago.
+//   - Every read (Active, Keys, Signer, Wrap, Unwrap and each Sign of a
+//     Signer) first compares os.Stat of the file (inode and device, size,
+//     modification time, mode) with the version it last loaded or saved, and
+//     reloads the file if it differs; when it is unchanged nothing is read.
+//     Reads take no lock: every writer replaces the file by an atomic rename
+//     of a complete, synced file, so a reader opens either the old or the new
+//     version, never a half-written one, and readers never wait for a
+//     writer's fsyncs (a read-only mount works as well). Writers also make
+//     each version's modification time later than the previous one's, so a
+//     reused inode number cannot make a new version look like an old one.
+//   - A reload that fails, because the file was damaged (ErrCorrupt), sealed
+//     with another KEK (ErrBadKEK), made accessible to group or others, or
+//     removed, makes the read fail closed with that error: the store does not
+//     answer from keys the file no longer confirms. The keys in memory are
+//     kept as they were, every later read tries again, and a change fails the
+//     same way, without overwriting the file.
+//
+// Limits: flock is advisory, so only alpd's own stores respect it; it needs
+// a local file system, or a network one that implements flock between hosts
+// (NFSv4 usually does, older NFS and many FUSE and SMB mounts do not, and
+// attribute caching on network file systems can delay when readers notice a
+// change). Locking is implemented for Linux, macOS, the BSDs and illumos;
+// elsewhere (Windows) the lock is a no-op and only one process may use a
+// file. The observer of a store is told only about the changes made through
+// that store. For brokers spread over several hosts (e.g. on Kubernetes) the
+// production answer is an enterprise backend (cloud KMS, Vault Transit)
+// rather than a file on a shared volume.
 type FileStore struct {
 	*core
-	path string
+	file *keyFile
+}
+
+// keyFile is the storage of a FileStore.
+type keyFile struct {
+	path string // absolute, symbolic links resolved
 	kek  []byte
+	rand io.Reader
 }
 
 // OpenFile opens the key file at path, sealed with kek (32 bytes), or
 // creates an empty one (mode 0600) if path does not exist; its directory
-// must exist. It refuses a file that group or others may access, a file
-// sealed with another KEK (ErrBadKEK) and a damaged file (ErrCorrupt), and
-// then writes nothing. Every change rewrites the file atomically (temporary
-// file in the same directory, fsync, rename, fsync of the directory), so a
-// crash leaves either the old or the new content. A symbolic link at path is
-// followed, and the file it points to is the one rewritten.
+// must exist. Creation happens under the file's lock and only if the file is
+// still missing once the lock is held, so stores opening a missing path
+// concurrently never overwrite each other's file or keys. OpenFile refuses a
+// file that group or others may access, a file sealed with another KEK
+// (ErrBadKEK) and a damaged file (ErrCorrupt), and then writes nothing. Every
+// change rewrites the file atomically (temporary file in the same directory,
+// fsync, rename, fsync of the directory), so a crash leaves either the old
+// or the new content. A symbolic link at path is followed, and the file it
+// points to is the one rewritten (and locked). See FileStore for how several
+// stores and processes share one file.
 func OpenFile(path string, kek []byte, opts ...Option) (*FileStore, error) {
 	if len(kek) != 32 {
 		return nil, fmt.Errorf("keystore: %w: must be 32 bytes, got %d", ErrBadKEK, len(kek))
@@ -66,38 +115,90 @@ func OpenFile(path string, kek []byte, opts ...Option) (*FileStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keystore: key file %s: %w", path, err)
 	}
-	st := &FileStore{kek: bytes.Clone(kek)}
 	o := buildOptions(opts)
+	kf := &keyFile{kek: bytes.Clone(kek), rand: o.rand}
 	if _, err := os.Lstat(abs); errors.Is(err, fs.ErrNotExist) {
-		if fi, err := os.Stat(filepath.Dir(abs)); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("keystore: key file %s: directory %s does not exist", abs, filepath.Dir(abs))
+		dir := filepath.Dir(abs)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("keystore: key file %s: directory %s does not exist", abs, dir)
 		}
-		st.path = abs
-		st.core = newCore(nil, o, st.save)
-		if err := st.save(st.core.keys); err != nil {
+		// Resolve the directory, so that every store names the file, and
+		// its lock, alike.
+		realDir, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return nil, fmt.Errorf("keystore: key file %s: %w", abs, err)
+		}
+		kf.path = filepath.Join(realDir, filepath.Base(abs))
+		if err := kf.create(); err != nil {
 			return nil, err
 		}
-		return st, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("keystore: key file %s: %w", abs, err)
+	} else {
+		kf.path = abs
 	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
+	if kf.path, err = filepath.EvalSymlinks(kf.path); err != nil {
 		return nil, fmt.Errorf("keystore: key file %s: %w", abs, err)
 	}
-	keys, err := loadFile(real, st.kek)
+	st, err := kf.load()
 	if err != nil {
 		return nil, err
 	}
-	st.path = real
-	st.core = newCore(keys, o, st.save)
-	return st, nil
+	f := &FileStore{core: newCore(o, kf), file: kf}
+	f.cur.Store(st)
+	return f, nil
 }
 
 // Path returns the absolute path of the key file.
-func (f *FileStore) Path() string { return f.path }
+func (f *FileStore) Path() string { return f.file.path }
 
-func loadFile(path string, kek []byte) (map[slot][]*record, error) {
+// create writes an empty key file at k.path unless, once the lock is held,
+// a file is there.
+func (k *keyFile) create() error {
+	release, err := k.lock(context.Background())
+	if err != nil {
+		return err
+	}
+	defer release()
+	if _, err := os.Lstat(k.path); err == nil {
+		return nil // another store made it first
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("keystore: key file %s: %w", k.path, err)
+	}
+	_, err = k.save(map[slot][]*record{}, nil)
+	return err
+}
+
+func (k *keyFile) lockPath() string { return k.path + ".lock" }
+
+func (k *keyFile) lock(ctx context.Context) (func(), error) {
+	release, err := lockExclusive(ctx, k.lockPath())
+	if err != nil {
+		return nil, fmt.Errorf("keystore: lock key file %s: %w", k.lockPath(), err)
+	}
+	return release, nil
+}
+
+func (k *keyFile) stale(cur *state) (bool, error) {
+	fi, err := os.Stat(k.path)
+	if err != nil {
+		return false, fmt.Errorf("keystore: key file %s: %w", k.path, err)
+	}
+	return cur.file == nil || !sameVersion(cur.file, fi), nil
+}
+
+// sameVersion reports whether two infos of the key file describe the same
+// version of it. Writers replace the file (new inode) and make each
+// version's modification time later than the previous one's (see
+// writeAtomic), so versions written by stores always differ here; size and
+// mode catch most edits made in place by anyone else.
+func sameVersion(a, b os.FileInfo) bool {
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && a.Mode() == b.Mode()
+}
+
+func (k *keyFile) load() (*state, error) { return loadFile(k.path, k.kek) }
+
+func loadFile(path string, kek []byte) (*state, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("keystore: open key file: %w", err)
@@ -121,27 +222,34 @@ func loadFile(path string, kek []byte) (map[slot][]*record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keystore: key file %s: %w", path, err)
 	}
-	return keys, nil
+	return &state{keys: keys, file: fi}, nil
 }
 
-func (f *FileStore) save(keys map[slot][]*record) error {
-	data, err := encodeFile(f.kek, keys)
+func (k *keyFile) save(keys map[slot][]*record, prev *state) (*state, error) {
+	data, err := encodeFile(k.rand, k.kek, keys)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := writeAtomic(f.path, data); err != nil {
-		return fmt.Errorf("keystore: save key file %s: %w", f.path, err)
+	var after time.Time
+	if prev != nil && prev.file != nil {
+		after = prev.file.ModTime()
 	}
-	return nil
+	fi, err := writeAtomic(k.path, data, after)
+	if err != nil {
+		return nil, fmt.Errorf("keystore: save key file %s: %w", k.path, err)
+	}
+	return &state{keys: keys, file: fi}, nil
 }
 
 // writeAtomic replaces path with data: a 0600 temporary file in the same
-// directory, synced, renamed over path, then the directory synced.
-func writeAtomic(path string, data []byte) (err error) {
+// directory, synced, renamed over path, then the directory synced. The new
+// file's modification time is made later than after (unless after is zero),
+// and its info is returned.
+func writeAtomic(path string, data []byte, after time.Time) (fi os.FileInfo, err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -150,29 +258,60 @@ func writeAtomic(path string, data []byte) (err error) {
 		}
 	}()
 	if err = tmp.Chmod(0o600); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err = tmp.Write(data); err != nil {
-		return err
+		return nil, err
+	}
+	if !after.IsZero() {
+		if err = modifiedAfter(tmp, after); err != nil {
+			return nil, err
+		}
 	}
 	if err = tmp.Sync(); err != nil {
-		return err
+		return nil, err
+	}
+	if fi, err = tmp.Stat(); err != nil {
+		return nil, err
 	}
 	if err = tmp.Close(); err != nil {
-		return err
+		return nil, err
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
+		return nil, err
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil && runtime.GOOS != "windows" {
-		return fmt.Errorf("sync directory: %w", err)
+		return nil, fmt.Errorf("sync directory: %w", err)
 	}
-	return nil
+	return fi, nil
+}
+
+// modifiedAfter makes f's modification time later than t, the previous
+// version's. It usually is already; within one tick of the file system's
+// timestamp clock it is not, and the file system may also have reused the
+// previous-but-one version's inode number, which would make the new version
+// indistinguishable by stat from one a reader loaded earlier. Steps grow
+// until the file system's timestamp resolution registers one; past 10s it
+// gives up (readers may then miss this change until the next one; changes
+// themselves always re-read the file, so none is lost).
+func modifiedAfter(f *os.File, t time.Time) error {
+	for step := time.Microsecond; ; step *= 10 {
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if fi.ModTime().After(t) || step > 10*time.Second {
+			return nil
+		}
+		if err := os.Chtimes(f.Name(), time.Time{}, t.Add(step)); err != nil {
+			return err
+		}
+	}
 }
 
 // fileState is the plaintext inside the key file.
@@ -204,7 +343,7 @@ func deriveFileKeys(kek, salt []byte) (fileKey, check []byte) {
 	return fk, ck
 }
 
-func encodeFile(kek []byte, keys map[slot][]*record) ([]byte, error) {
+func encodeFile(rnd io.Reader, kek []byte, keys map[slot][]*record) ([]byte, error) {
 	slots := make([]slot, 0, len(keys))
 	for s := range keys {
 		slots = append(slots, s)
@@ -230,11 +369,15 @@ func encodeFile(kek []byte, keys map[slot][]*record) ([]byte, error) {
 	copy(out, fileMagic)
 	out[len(fileMagic)] = fileVersion
 	salt := out[len(fileMagic)+1 : len(fileMagic)+1+saltLen]
-	rand.Read(salt)
+	if err := readRandom(rnd, salt); err != nil {
+		return nil, err
+	}
 	fk, ck := deriveFileKeys(kek, salt)
 	copy(out[len(fileMagic)+1+saltLen:], ck)
 	nonce := out[headerLen-12 : headerLen]
-	rand.Read(nonce)
+	if err := readRandom(rnd, nonce); err != nil {
+		return nil, err
+	}
 	return gcm(fk).Seal(out, nonce, plain, out[:headerLen-12]), nil
 }
 

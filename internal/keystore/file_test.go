@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto"
 	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -275,7 +277,7 @@ func TestFileInvalidContent(t *testing.T) {
 	kek := GenerateKEK()
 	good := NewMemory()
 	mustGenerate(t, good, "example.org", fed)
-	rec := good.keys[slot{"example.org", fed}][0]
+	rec := good.cur.Load().keys[slot{"example.org", fed}][0]
 	tests := []struct {
 		name string
 		keys map[slot][]*record
@@ -289,7 +291,7 @@ func TestFileInvalidContent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			raw, err := encodeFile(kek, tt.keys)
+			raw, err := encodeFile(rand.Reader, kek, tt.keys)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -331,10 +333,47 @@ func TestFileSaveFailureKeepsState(t *testing.T) {
 	if _, err := ks.Rotate(ctx, "example.org", fed); err == nil {
 		t.Fatal("rotate succeeded without being able to save")
 	}
-	if a, err := ks.Active(ctx, "example.org", fed); err != nil || a.KeyID != k.KeyID {
-		t.Fatalf("in-memory state changed by an unsaved rotate: %v %v", a.KeyID, err)
+	// The keys in memory are untouched...
+	if keys := ks.cur.Load().keys[slot{"example.org", fed}]; len(keys) != 1 || keys[0].id != k.KeyID || keys[0].state != active {
+		t.Fatalf("in-memory state changed by an unsaved rotate: %v", keys)
+	}
+	// ...but reads fail closed: the file that confirmed them is gone.
+	if _, err := ks.Active(ctx, "example.org", fed); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Active with the key file gone = %v, want an error naming it", err)
+	}
+}
+
+// TestFileWriteFailureKeepsState fails the save itself (after the lock and
+// the re-read succeeded, the file staying as it was): nothing changes, in
+// memory or on disk, and the store goes on working.
+func TestFileWriteFailureKeepsState(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "keys")
+	kek := GenerateKEK()
+	rnd := &budgetReader{left: -1}
+	ks, err := OpenFile(path, kek, WithRandom(rnd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := mustGenerate(t, ks, "example.org", fed)
+	before, _ := os.ReadFile(path)
+	// Enough random bytes for the new key (id and seed), none for sealing
+	// the file.
+	rnd.set(8 + 32)
+	if _, err := ks.Rotate(ctx, "example.org", fed); err == nil || !strings.Contains(err.Error(), "random source") {
+		t.Fatalf("rotate with a failing random source = %v", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("key file changed by a failed save")
+	}
+	if a := mustActive(t, ks, "example.org", fed); a.KeyID != k.KeyID {
+		t.Fatalf("active key %s after a failed rotate, want %s", a.KeyID, k.KeyID)
 	}
 	if keys, _ := ks.Keys(ctx, "example.org", fed); len(keys) != 1 {
 		t.Fatalf("%d keys after failed rotate", len(keys))
+	}
+	rnd.set(-1)
+	if _, err := ks.Rotate(ctx, "example.org", fed); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -3,9 +3,12 @@ package keystore
 import (
 	"context"
 	"crypto"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -158,13 +161,47 @@ type Option func(*options)
 type options struct {
 	observer Observer
 	now      func() time.Time
+	rand     io.Reader
 }
 
-// WithObserver sets the function told about every saved change of state.
+// WithObserver sets the function told about every saved change of state
+// made through this store. Changes made by another store or process sharing
+// the same key file are not reported to it.
 func WithObserver(fn Observer) Option { return func(o *options) { o.observer = fn } }
 
 // WithClock sets the clock used for creation and revocation times (tests).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithRandom sets the source of every random byte the store generates: key
+// material (Ed25519 seeds, AES keys), key ids, the nonces of Wrap and the
+// salt and nonce with which FileStore seals its file. The default, and the
+// only choice for production, is crypto/rand.Reader.
+//
+// It exists so that tests can know every byte the store generated (wrap
+// crypto/rand.Reader in a recorder), and so that test environments can
+// provision reproducible keys from a seeded deterministic generator. NEVER
+// use it with a non-cryptographic or predictable reader in production: keys
+// would be guessable, and a reader that repeats itself reuses AES-GCM nonces
+// under one key, which breaks the encryption of wrapped values and of the
+// key file outright. A read error (or short read) fails the operation that
+// needed the bytes, leaving the store unchanged. The store serializes its
+// reads from r, so r need not be safe for concurrent use. A nil r keeps
+// crypto/rand.Reader.
+func WithRandom(r io.Reader) Option { return func(o *options) { o.rand = r } }
+
+// lockedReader serializes reads from a reader given to WithRandom; each
+// Read fills b completely (or fails), so the bytes of one key, id or nonce
+// are consecutive bytes of r even when goroutines draw concurrently.
+type lockedReader struct {
+	mu sync.Mutex
+	r  io.Reader
+}
+
+func (l *lockedReader) Read(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return io.ReadFull(l.r, b)
+}
 
 func buildOptions(opts []Option) options {
 	o := options{now: time.Now}
@@ -175,6 +212,12 @@ func buildOptions(opts []Option) options {
 	}
 	if o.now == nil {
 		o.now = time.Now
+	}
+	switch o.rand {
+	case nil, rand.Reader:
+		o.rand = rand.Reader // safe for concurrent use as it is
+	default:
+		o.rand = &lockedReader{r: o.rand}
 	}
 	return o
 }

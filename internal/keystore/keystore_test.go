@@ -65,11 +65,12 @@ func privateOf(t *testing.T, ks KeyStore, tenant string, purpose alpv1.KeyPurpos
 	default:
 		t.Fatalf("unknown store %T", ks)
 	}
-	r := c.lookup(slot{tenant, purpose}, func(k []*record) int { return findID(k, id) })
-	if r == nil {
+	keys := c.cur.Load().keys[slot{tenant, purpose}]
+	i := findID(keys, id)
+	if i < 0 {
 		t.Fatalf("no key %s", id)
 	}
-	return r.secret
+	return keys[i].secret
 }
 
 func mustGenerate(t *testing.T, ks KeyStore, tenant string, p alpv1.KeyPurpose) KeyInfo {
@@ -697,8 +698,12 @@ func TestFileModeOnDisk(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %04o, want 0600", fi.Mode().Perm())
 	}
+	// The key file and its lock file, nothing else.
 	entries, _ := os.ReadDir(filepath.Dir(path))
-	if len(entries) != 1 {
-		t.Fatalf("temporary files left behind: %v", entries)
+	if len(entries) != 2 || entries[0].Name() != "keys" || entries[1].Name() != "keys.lock" {
+		t.Fatalf("want keys and keys.lock, found %v", entries)
+	}
+	if fi, err := os.Stat(path + ".lock"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("lock file: %v, %v", fi, err)
 	}
 }

@@ -63,10 +63,14 @@ func (s *Service) provision(ctx context.Context, tenant string) error {
 	for _, p := range Purposes() {
 		if _, err := s.Keys.Active(ctx, tenant, p); errors.Is(err, keystore.ErrNoActiveKey) || errors.Is(err, keystore.ErrNotFound) {
 			info, err := s.Keys.Generate(ctx, tenant, p)
-			if err != nil {
+			switch {
+			case errors.Is(err, keystore.ErrActiveKeyExists):
+				// Another identity replica provisioned it first.
+			case err != nil:
 				return fmt.Errorf("identity: generate %s key for %s: %w", p, tenant, err)
+			default:
+				s.Logger.Info("key generated", "tenant", tenant, "purpose", p.String(), "key_id", info.KeyID)
 			}
-			s.Logger.Info("key generated", "tenant", tenant, "purpose", p.String(), "key_id", info.KeyID)
 		} else if err != nil {
 			return fmt.Errorf("identity: %s key for %s: %w", p, tenant, err)
 		}
