@@ -291,9 +291,13 @@ type TraceEntry struct {
 	// Trust after this hop.
 	Trust TrustLevel `protobuf:"varint,4,opt,name=trust,enum=alp.nmp.v1.TrustLevel" json:"trust,omitempty"`
 	// Why this hop set or lowered trust; empty when it kept it.
-	TrustReason   string                 `protobuf:"bytes,5,opt,name=trust_reason,json=trustReason" json:"trust_reason,omitempty"`
-	Tokens        uint64                 `protobuf:"varint,6,opt,name=tokens" json:"tokens,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at" json:"at,omitempty"`
+	TrustReason string                 `protobuf:"bytes,5,opt,name=trust_reason,json=trustReason" json:"trust_reason,omitempty"`
+	Tokens      uint64                 `protobuf:"varint,6,opt,name=tokens" json:"tokens,omitempty"`
+	At          *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=at" json:"at,omitempty"`
+	// Operational state of the service at this hop (set by probes and pings).
+	Ready bool `protobuf:"varint,8,opt,name=ready" json:"ready,omitempty"`
+	// Events waiting for the service's consumers at this hop.
+	Lag           uint64 `protobuf:"varint,9,opt,name=lag" json:"lag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +379,20 @@ func (x *TraceEntry) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *TraceEntry) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *TraceEntry) GetLag() uint64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
 }
 
 type NmpHeader struct {
@@ -482,7 +500,7 @@ const file_alp_nmp_v1_nmp_proto_rawDesc = "" +
 	"\vtokens_used\x18\x02 \x01(\x04R\n" +
 	"tokensUsed\x127\n" +
 	"\vsystem_mode\x18\x03 \x01(\x0e2\x16.alp.nmp.v1.SystemModeR\n" +
-	"systemMode\"\xf4\x01\n" +
+	"systemMode\"\x9c\x02\n" +
 	"\n" +
 	"TraceEntry\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
@@ -492,7 +510,9 @@ const file_alp_nmp_v1_nmp_proto_rawDesc = "" +
 	"\x05trust\x18\x04 \x01(\x0e2\x16.alp.nmp.v1.TrustLevelR\x05trust\x12!\n" +
 	"\ftrust_reason\x18\x05 \x01(\tR\vtrustReason\x12\x16\n" +
 	"\x06tokens\x18\x06 \x01(\x04R\x06tokens\x12*\n" +
-	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc2\x01\n" +
+	"\x02at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
+	"\x05ready\x18\b \x01(\bR\x05ready\x12\x10\n" +
+	"\x03lag\x18\t \x01(\x04R\x03lag\"\xc2\x01\n" +
 	"\tNmpHeader\x12,\n" +
 	"\x05trust\x18\x01 \x01(\x0e2\x16.alp.nmp.v1.TrustLevelR\x05trust\x12-\n" +
 	"\asignals\x18\x02 \x01(\v2\x13.alp.nmp.v1.SignalsR\asignals\x12*\n" +
