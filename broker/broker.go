@@ -55,6 +55,9 @@ type Config struct {
 	Limits streams.Limits
 	// PolicyWorkers is the number of policy handler loops (default 1).
 	PolicyWorkers int
+	// Operators may run diagnostics (trace) through Handler.
+	Operators []Operator
+	OpsLimits OpsLimits
 }
 
 // BusConfig tunes JetStream use; zero values take the bus defaults.
@@ -104,8 +107,10 @@ type Broker struct {
 	identity  *identity.Service
 	grpc      *inProcessGRPC
 	peers     map[alpv1.Role]*grpc.ClientConn
+	probes    []*nats.Subscription
 	runErr    error
 	runCalled bool
+	ops       *opsAuth
 }
 
 // New checks the configuration and dependencies. It does no I/O: streams
@@ -132,6 +137,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		if _, ok := envelope.RoleByName(s); !ok {
 			errs = append(errs, fmt.Errorf("broker: peer %q is not a service", s))
 		}
+	}
+	if err := validOperators(cfg.Operators); err != nil {
+		errs = append(errs, err)
 	}
 	if deps.NATS == nil {
 		errs = append(errs, errors.New("broker: a NATS connection is required"))
@@ -165,7 +173,8 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Broker{cfg: cfg, deps: deps, log: log, bus: b, started: make(chan struct{})}, nil
+	return &Broker{cfg: cfg, deps: deps, log: log, bus: b, started: make(chan struct{}),
+		ops: newOpsAuth(cfg.Operators, cfg.OpsLimits)}, nil
 }
 
 // Runs reports whether this broker runs service name.
@@ -285,6 +294,13 @@ func (b *Broker) start(ctx context.Context) error {
 			return fmt.Errorf("broker: start %s: %w", envelope.ServiceName(s.Role()), err)
 		}
 	}
+	for _, s := range svcs {
+		sub, err := service.ServeProbes(b.deps.NATS, b.cfg.Name, s)
+		if err != nil {
+			return err
+		}
+		b.probes = append(b.probes, sub)
+	}
 	g, err := newInProcessGRPC(svcs)
 	if err != nil {
 		return err
@@ -317,6 +333,9 @@ func (b *Broker) dialPeers() error {
 }
 
 func (b *Broker) stop() {
+	for _, s := range b.probes {
+		_ = s.Unsubscribe()
+	}
 	if b.grpc != nil {
 		b.grpc.stop()
 	}

@@ -15,14 +15,16 @@ import (
 
 // Handler serves the broker's HTTP endpoints: /healthz (the process is
 // alive), /readyz (every local service's streams and consumers are up; add
-// ?verbose=1 for per-service detail and the streams) and /metrics when a
-// Gatherer was injected. Later issues add the public protocol endpoints.
+// ?verbose=1 for per-service detail and the streams), /metrics when a
+// Gatherer was injected, and POST /v1/ops/trace (operator token, rate
+// limited). Later issues add the public protocol endpoints.
 func (b *Broker) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", b.readyz)
+	mux.HandleFunc("POST /v1/ops/trace", b.ops.wrap(b.traceHandler))
 	if b.deps.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(b.deps.Gatherer, promhttp.HandlerOpts{}))
 	}

@@ -72,6 +72,8 @@ type Hop struct {
 	setReason    string
 	lowerReasons string
 	tokens       uint64
+	ready        bool
+	lag          uint64
 }
 
 // Begin starts timing a hop of service role doing action.
@@ -111,6 +113,9 @@ func (h *Hop) LowerTrust(level nmpv1.TrustLevel, reason string) {
 	h.lowerReasons += reason
 }
 
+// Status records the service's readiness and consumer lag at this hop.
+func (h *Hop) Status(ready bool, lag uint64) { h.ready, h.lag = ready, lag }
+
 // AddTokens records tokens this hop spent.
 func (h *Hop) AddTokens(n uint64) { h.tokens += n }
 
@@ -145,6 +150,8 @@ func (h *Hop) End(env *alpv1.Envelope) nmpv1.TrustLevel {
 		TrustReason: reason,
 		Tokens:      h.tokens,
 		At:          timestamppb.Now(),
+		Ready:       h.ready,
+		Lag:         h.lag,
 	})
 	if hdr.Budget != nil {
 		hdr.Budget.TokensUsed += h.tokens

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
@@ -39,6 +40,8 @@ type Service interface {
 	RegisterGRPC(s grpc.ServiceRegistrar)
 	// Stopped is closed when the consumers have drained after ctx ended.
 	Stopped() <-chan struct{}
+	// Pass adds the service's diagnostic trace entry to env (ping, probe).
+	Pass(env *alpv1.Envelope, action string) (*alpv1.Envelope, bool)
 }
 
 // Deps are what the broker hands every service.
@@ -170,18 +173,23 @@ func (b *Base) Stopped() <-chan struct{} {
 	return done
 }
 
-// Ping passes env through the service: one trace entry, trust unchanged.
-func (b *Base) Ping(env *alpv1.Envelope) (*alpv1.Envelope, bool) {
+// Pass passes env through the service for a ping or probe: one trace entry
+// with the service's readiness and consumer lag. Ingress, the entry point
+// and a trust-setting point, stamps trust as the broker's own diagnostic
+// (the callers are authenticated operators and services); every other
+// service leaves it as it is.
+func (b *Base) Pass(env *alpv1.Envelope, action string) (*alpv1.Envelope, bool) {
 	if env == nil {
 		env = &alpv1.Envelope{}
 	} else {
 		env = proto.CloneOf(env)
 	}
 	ready := b.Ready() == nil
-	hop := envelope.Begin(b.role, "ping")
-	if !ready {
-		hop.Action = "ping (not ready)"
+	hop := envelope.Begin(b.role, action)
+	if b.role == alpv1.Role_ROLE_INGRESS {
+		_ = hop.SetTrust(nmpv1.TrustLevel_TRUST_LEVEL_TRUSTED, "broker diagnostic from an authenticated caller")
 	}
+	hop.Status(ready, b.Lag())
 	hop.End(env)
 	return env, ready
 }

@@ -42,6 +42,6 @@ func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) {
 
 // Ping implements FederationService.Ping.
 func (s *Service) Ping(_ context.Context, req *federationv1.PingRequest) (*federationv1.PingResponse, error) {
-	env, ready := s.Base.Ping(req.GetEnvelope())
+	env, ready := s.Pass(req.GetEnvelope(), "ping")
 	return &federationv1.PingResponse{Envelope: env, Service: s.Name(), Ready: ready}, nil
 }

@@ -131,6 +131,6 @@ func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) {
 
 // Ping implements IdentityService.Ping.
 func (s *Service) Ping(_ context.Context, req *identityv1.PingRequest) (*identityv1.PingResponse, error) {
-	env, ready := s.Base.Ping(req.GetEnvelope())
+	env, ready := s.Pass(req.GetEnvelope(), "ping")
 	return &identityv1.PingResponse{Envelope: env, Service: s.Name(), Ready: ready}, nil
 }

@@ -50,7 +50,7 @@ func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { ingressv1.RegisterIngr
 
 // Ping implements IngressService.Ping.
 func (s *Service) Ping(_ context.Context, req *ingressv1.PingRequest) (*ingressv1.PingResponse, error) {
-	env, ready := s.Base.Ping(req.GetEnvelope())
+	env, ready := s.Pass(req.GetEnvelope(), "ping")
 	return &ingressv1.PingResponse{Envelope: env, Service: s.Name(), Ready: ready}, nil
 }
 

@@ -39,6 +39,6 @@ func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { ledgerv1.RegisterLedge
 
 // Ping implements LedgerService.Ping.
 func (s *Service) Ping(_ context.Context, req *ledgerv1.PingRequest) (*ledgerv1.PingResponse, error) {
-	env, ready := s.Base.Ping(req.GetEnvelope())
+	env, ready := s.Pass(req.GetEnvelope(), "ping")
 	return &ledgerv1.PingResponse{Envelope: env, Service: s.Name(), Ready: ready}, nil
 }

@@ -61,7 +61,7 @@ func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) { policyv1.RegisterPolic
 
 // Ping implements PolicyService.Ping.
 func (s *Service) Ping(_ context.Context, req *policyv1.PingRequest) (*policyv1.PingResponse, error) {
-	env, ready := s.Base.Ping(req.GetEnvelope())
+	env, ready := s.Pass(req.GetEnvelope(), "ping")
 	return &policyv1.PingResponse{Envelope: env, Service: s.Name(), Ready: ready}, nil
 }
 
