@@ -1,6 +1,8 @@
 // Command alpctl is the operator's and person's command line for alpd.
 //
-//	alpctl [--broker URL] status [--json]   readiness of every service, and the streams
+//	alpctl [--broker URL] status [--json]                 readiness of every service, and the streams
+//	alpctl [--broker URL] trace [--json] [--via V]        broker traceroute (operator token)
+//	alpctl operator-token NAME                            a new operator token and its configured hash
 package main
 
 import (
@@ -30,7 +32,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	brokerURL := fs.String("broker", envOr("ALPCTL_BROKER", "http://127.0.0.1:8080"), "base URL of the broker's HTTP listener (env ALPCTL_BROKER)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the broker")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: alpctl [--broker URL] status [--json]")
+		fmt.Fprintln(stderr, `usage:
+  alpctl [--broker URL] status [--json]
+  alpctl [--broker URL] trace [--json] [--via auto|grpc|bus] [--operator-token T]
+  alpctl operator-token NAME`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -43,6 +48,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	switch fs.Arg(0) {
+	case "operator-token":
+		return operatorTokenCmd(fs.Args()[1:], stdout, stderr)
+	}
 	base, err := url.Parse(*brokerURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		fmt.Fprintf(stderr, "alpctl: --broker %q is not an http(s) URL\n", *brokerURL)
@@ -53,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd := fs.Arg(0); cmd {
 	case "status":
 		return status(ctx, base, fs.Args()[1:], stdout, stderr)
+	case "trace":
+		return traceCmd(ctx, base, fs.Args()[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "alpctl: unknown command %q\n", cmd)
 		fs.Usage()
