@@ -385,6 +385,9 @@ func (b *Broker) Ready() error {
 		return b.runErr
 	}
 	var errs []error
+	if !b.deps.NATS.IsConnected() {
+		errs = append(errs, fmt.Errorf("broker: NATS connection is %s", b.deps.NATS.Status()))
+	}
 	for _, s := range b.services {
 		if err := s.Ready(); err != nil {
 			errs = append(errs, err)
