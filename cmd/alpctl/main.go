@@ -3,6 +3,7 @@
 //	alpctl [--broker URL] status [--json]                 readiness of every service, and the streams
 //	alpctl [--broker URL] trace [--json] [--via V]        broker traceroute (operator token)
 //	alpctl operator-token NAME                            a new operator token and its configured hash
+//	alpctl certs --out DIR [--hosts H] [--roles R]        development CA and per-role certificates
 package main
 
 import (
@@ -35,7 +36,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, `usage:
   alpctl [--broker URL] status [--json]
   alpctl [--broker URL] trace [--json] [--via auto|grpc|bus] [--operator-token T]
-  alpctl operator-token NAME`)
+  alpctl operator-token NAME
+  alpctl certs --out DIR [--hosts 127.0.0.1,localhost] [--days 30] [--roles all|ingress,…] [--force]`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -51,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch fs.Arg(0) {
 	case "operator-token":
 		return operatorTokenCmd(fs.Args()[1:], stdout, stderr)
+	case "certs":
+		return certsCmd(fs.Args()[1:], stdout, stderr)
 	}
 	base, err := url.Parse(*brokerURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
