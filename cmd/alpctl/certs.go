@@ -29,6 +29,7 @@ func certsCmd(args []string, stdout, stderr io.Writer) int {
 	caDays := flags.Int("ca-days", 3650, "validity of a new CA, in days (an existing CA in --out is reused as it is)")
 	rolesFlag := flags.String("roles", "all", "comma-separated roles to issue certificates for ("+strings.Join(certsRoleNames(), ", ")+"), or all")
 	force := flags.Bool("force", false, "replace existing role certificates and keys")
+	natsServer := flags.Bool("nats-server", false, "also issue nats-server.pem and nats-server-key.pem (server-only, for nats-server's TLS)")
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, "usage: alpctl certs --out DIR [--hosts 127.0.0.1,localhost] [--days 30] [--roles all|ingress,policy,...] [--force]")
 		fmt.Fprintln(stderr, "\nWrites a development CA and one mTLS certificate per service role (URI SAN spiffe://alpd/role/<role>).")
@@ -78,6 +79,7 @@ func certsCmd(args []string, stdout, stderr io.Writer) int {
 		Validity:   time.Duration(*days) * day,
 		CAValidity: time.Duration(*caDays) * day,
 		Force:      *force,
+		NATSServer: *natsServer,
 	})
 	if res != nil {
 		for _, f := range res.Written {

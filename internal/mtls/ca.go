@@ -161,6 +161,25 @@ func (ca *CA) Issue(role alpv1.Role, hosts []string, validity time.Duration) (ce
 	})
 }
 
+// IssueServer creates a server-only certificate without an alpd role, for
+// infrastructure such as nats-server that clients verify by host name only.
+func (ca *CA) IssueServer(commonName string, hosts []string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+	if validity <= 0 {
+		return nil, nil, fmt.Errorf("mtls: certificate validity must be positive, not %v", validity)
+	}
+	if len(hosts) == 0 {
+		return nil, nil, errors.New("mtls: a server certificate needs at least one host")
+	}
+	now := time.Now()
+	return ca.issue(leafSpec{
+		commonName:  commonName,
+		hosts:       hosts,
+		notBefore:   now.Add(-clockSkew),
+		notAfter:    now.Add(validity),
+		extKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+}
+
 // leafSpec is what issue needs; tests use it to make certificates Issue will
 // not (expired, without a role).
 type leafSpec struct {

@@ -44,6 +44,18 @@ type DevOptions struct {
 	CACommonName string
 	// Force replaces existing role certificates and keys.
 	Force bool
+	// NATSServer also issues nats-server.pem / nats-server-key.pem: a
+	// server-only certificate without a role, for nats-server's TLS.
+	NATSServer bool
+}
+
+// NATSServerFiles are the paths of the development nats-server certificate.
+func NATSServerFiles(dir string) Files {
+	return Files{
+		CA:   filepath.Join(dir, CACertFile),
+		Cert: filepath.Join(dir, "nats-server.pem"),
+		Key:  filepath.Join(dir, "nats-server-key.pem"),
+	}
 }
 
 // DevResult reports what [WriteDevCerts] did.
@@ -91,8 +103,14 @@ func WriteDevCerts(dir string, o DevOptions) (*DevResult, error) {
 	// Existing role files first: refusing must not leave a new CA behind.
 	if !o.Force {
 		var present []string
+		targets := make([]Files, 0, len(uniq)+1)
 		for _, r := range uniq {
-			f := DevFiles(dir, r)
+			targets = append(targets, DevFiles(dir, r))
+		}
+		if o.NATSServer {
+			targets = append(targets, NATSServerFiles(dir))
+		}
+		for _, f := range targets {
 			for _, p := range []string{f.Cert, f.Key} {
 				if _, err := os.Lstat(p); err == nil {
 					present = append(present, p)
@@ -154,6 +172,13 @@ func WriteDevCerts(dir string, o DevOptions) (*DevResult, error) {
 			return nil, err
 		}
 		pairs = append(pairs, pair{DevFiles(dir, r), c, k})
+	}
+	if o.NATSServer {
+		c, k, err := ca.IssueServer("nats-server", o.Hosts, o.Validity)
+		if err != nil {
+			return nil, err
+		}
+		pairs = append(pairs, pair{NATSServerFiles(dir), c, k})
 	}
 	if !res.CAReused {
 		if err := ca.Write(caCert, caKey); err != nil {
