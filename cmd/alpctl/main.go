@@ -92,20 +92,9 @@ func status(ctx context.Context, base *url.URL, args []string, stdout, stderr io
 	}
 	u := base.JoinPath("readyz")
 	u.RawQuery = "verbose=1"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	resp, body, err := call(ctx, http.MethodGet, u, "")
 	if err != nil {
 		fmt.Fprintln(stderr, "alpctl:", err)
-		return 1
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		fmt.Fprintf(stderr, "alpctl: broker at %s unreachable: %v\n", base, err)
-		return 1
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		fmt.Fprintln(stderr, "alpctl: reading answer:", err)
 		return 1
 	}
 	var r broker.Readiness
@@ -122,6 +111,27 @@ func status(ctx context.Context, base *url.URL, args []string, stdout, stderr io
 		return 1
 	}
 	return 0
+}
+
+// call sends one request to the broker and reads its answer (at most 1 MiB).
+func call(ctx context.Context, method string, u *url.URL, token string) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("broker at %s://%s unreachable: %w", u.Scheme, u.Host, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	return resp, body, nil
 }
 
 func printStatus(w io.Writer, r broker.Readiness) {

@@ -31,23 +31,9 @@ func traceCmd(ctx context.Context, base *url.URL, args []string, stdout, stderr 
 	}
 	u := base.JoinPath("v1", "ops", "trace")
 	u.RawQuery = url.Values{"via": {*via}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
+	resp, body, err := call(ctx, http.MethodPost, u, *token)
 	if err != nil {
 		fmt.Fprintln(stderr, "alpctl:", err)
-		return 2
-	}
-	if *token != "" {
-		req.Header.Set("Authorization", "Bearer "+*token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		fmt.Fprintf(stderr, "alpctl: broker at %s unreachable: %v\n", base, err)
-		return 1
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		fmt.Fprintln(stderr, "alpctl: reading answer:", err)
 		return 1
 	}
 	if resp.StatusCode != http.StatusOK {
