@@ -29,6 +29,7 @@ import (
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -84,8 +85,9 @@ type Deps struct {
 	// GRPCServers get the local services' gRPC APIs and health registered
 	// before Started is closed (split mode serves one on a listener).
 	GRPCServers []grpc.ServiceRegistrar
-	// DialOptions are used for remote peers (TLS credentials in production).
-	DialOptions []grpc.DialOption
+	// PeerDialOptions gives the options to dial a remote peer of a role
+	// (mTLS checking that peer's role, in production).
+	PeerDialOptions func(peer alpv1.Role) []grpc.DialOption
 }
 
 var (
@@ -255,12 +257,21 @@ func (b *Broker) Run(ctx context.Context) error {
 func (b *Broker) start(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	kv, err := b.bus.JetStream().CreateOrUpdateKeyValue(sctx, seal.BucketConfig(b.bus.StreamName("datakeys")))
-	if err != nil {
-		return fmt.Errorf("broker: data key bucket: %w", err)
+	// Only the services that seal, open or erase bodies get the data-key
+	// bucket (and a Sealer): the other roles' NATS users may not touch it.
+	var sealer *seal.Sealer
+	for _, r := range envelope.Roles() {
+		if sealer != nil || !natsauth.UsesDataKeys(r) || !b.Runs(envelope.ServiceName(r)) {
+			continue
+		}
+		kv, err := b.bus.JetStream().CreateOrUpdateKeyValue(sctx, seal.BucketConfig(b.bus.StreamName(natsauth.DataKeysBucket)))
+		if err != nil {
+			return fmt.Errorf("broker: data key bucket: %w", err)
+		}
+		sealer = seal.New(kv, b.deps.KeyStore)
 	}
 	deps := service.Deps{
-		Bus: b.bus, Logger: b.log, Keys: b.deps.KeyStore, Sealer: seal.New(kv, b.deps.KeyStore),
+		Bus: b.bus, Logger: b.log, Keys: b.deps.KeyStore, Sealer: sealer,
 		Tenants: b.cfg.Tenants, Limits: b.cfg.Limits,
 	}
 	var svcs []service.Service
@@ -323,7 +334,11 @@ func (b *Broker) dialPeers() error {
 			continue
 		}
 		role, _ := envelope.RoleByName(name)
-		conn, err := grpc.NewClient(addr, b.deps.DialOptions...)
+		var opts []grpc.DialOption
+		if b.deps.PeerDialOptions != nil {
+			opts = b.deps.PeerDialOptions(role)
+		}
+		conn, err := grpc.NewClient(addr, opts...)
 		if err != nil {
 			return fmt.Errorf("broker: peer %s at %s: %w", name, addr, err)
 		}

@@ -43,6 +43,11 @@ const (
 	EnvLogLevel   = "ALPD_LOG_LEVEL"
 	EnvTenants    = "ALPD_TENANTS"
 	EnvBrokerName = "ALPD_BROKER_NAME"
+	// NATS client credentials and TLS files (external NATS only).
+	EnvNATSNKeySeedFile = "ALPD_NATS_NKEY_SEED_FILE"
+	EnvNATSTLSCAFile    = "ALPD_NATS_TLS_CA_FILE"
+	EnvNATSTLSCertFile  = "ALPD_NATS_TLS_CERT_FILE"
+	EnvNATSTLSKeyFile   = "ALPD_NATS_TLS_KEY_FILE"
 	// EnvKEK holds the base64 key-encryption key (32 bytes) when
 	// keystore.kek_file is not used. Load only notes that it is set
 	// (Keystore.KEKFromEnv); it never reads or keeps the value.
@@ -63,6 +68,7 @@ type Config struct {
 	Keystore Keystore `yaml:"keystore"`
 	Log      Log      `yaml:"log"`
 	Bus      Bus      `yaml:"bus"`
+	Ops      Ops      `yaml:"ops"`
 }
 
 // Broker names this broker and the domains it is home for.
@@ -90,8 +96,24 @@ type NATS struct {
 	// connections on; empty means in-process connections only.
 	Listen          string `yaml:"listen"`
 	CredentialsFile string `yaml:"credentials_file"`
+	// NKeySeedFile holds the nkey seed of this process's NATS user (one
+	// user per service role; see docs/nats-permissions.md). External NATS
+	// only; not together with CredentialsFile.
+	NKeySeedFile string `yaml:"nkey_seed_file"`
+	// TLS configures the client side of TLS to an external NATS.
+	TLS NATSTLS `yaml:"tls"`
 	// Replicas of each stream (1 for the embedded server).
 	Replicas int `yaml:"replicas"`
+}
+
+// NATSTLS names the files for TLS to an external NATS. The files must
+// exist; CertFile and KeyFile (a client certificate) go together.
+type NATSTLS struct {
+	// CAFile is the CA bundle that verifies the NATS servers'
+	// certificates (default: the system roots).
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // GRPC configures split mode, where each service runs in its own process.
@@ -100,6 +122,33 @@ type GRPC struct {
 	// Peers maps a service name (see [Services]) to the host:port of its
 	// gRPC listener.
 	Peers map[string]string `yaml:"peers"`
+	// TLS is the mutual TLS of split mode: this process's role certificate
+	// (URI SAN spiffe://alpd/role/<service>) and the CA that signs peers'.
+	TLS GRPCTLS `yaml:"tls"`
+	// Insecure allows split mode without mTLS, for local experiments only.
+	Insecure bool `yaml:"insecure"`
+}
+
+// GRPCTLS names the certificate files of split mode's mutual TLS.
+type GRPCTLS struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Ops configures operator diagnostics (alpctl trace).
+type Ops struct {
+	Operators []Operator `yaml:"operators,omitempty"`
+	// TracePerMinute and TraceBurst rate-limit traces per operator.
+	TracePerMinute int `yaml:"trace_per_minute"`
+	TraceBurst     int `yaml:"trace_burst"`
+}
+
+// Operator may run diagnostics; only the SHA-256 of their token is kept
+// (alpctl operator-token NAME prints both).
+type Operator struct {
+	Name        string `yaml:"name"`
+	TokenSHA256 string `yaml:"token_sha256"`
 }
 
 // Keystore says where private keys are kept.
@@ -149,6 +198,7 @@ func Default() Config {
 		GRPC:     GRPC{Listen: "127.0.0.1:9090"},
 		Keystore: Keystore{Backend: "file"},
 		Log:      Log{Level: "info", Format: "json"},
+		Ops:      Ops{TracePerMinute: 60, TraceBurst: 5},
 		Bus: Bus{
 			Duplicates:  2 * time.Minute,
 			EventMaxAge: 720 * time.Hour,

@@ -134,6 +134,57 @@ func TestValidateRules(t *testing.T) {
 		{"nats listen bad", func(c *Config) { c.NATS.Listen = "4222" }, "config: nats.listen:", ""},
 		{"nats credentials missing", func(c *Config) { c.NATS.CredentialsFile = missing }, "config: nats.credentials_file: \"" + missing + "\" does not exist", ""},
 		{"nats credentials is dir", func(c *Config) { c.NATS.CredentialsFile = dir }, "config: nats.credentials_file:", ""},
+		{"nkey seed embedded", func(c *Config) { c.NATS.NKeySeedFile = kek }, "config: nats.nkey_seed_file: is for an external NATS", ""},
+		{"nkey seed missing", func(c *Config) {
+			c.NATS.URLs = []string{"nats://a:4222"}
+			c.NATS.NKeySeedFile = missing
+		}, "config: nats.nkey_seed_file: \"" + missing + "\" does not exist", ""},
+		{"nkey seed and credentials", func(c *Config) {
+			c.NATS.URLs = []string{"nats://a:4222"}
+			c.NATS.NKeySeedFile = kek
+			c.NATS.CredentialsFile = kek
+		}, "config: nats.nkey_seed_file: is set and so is nats.credentials_file", ""},
+		{"nats tls ca embedded", func(c *Config) { c.NATS.TLS.CAFile = kek }, "config: nats.tls.ca_file: is for an external NATS", ""},
+		{"nats tls ca missing", func(c *Config) {
+			c.NATS.URLs = []string{"tls://a:4222"}
+			c.NATS.TLS.CAFile = missing
+		}, "config: nats.tls.ca_file: \"" + missing + "\" does not exist", ""},
+		{"nats tls ca is dir", func(c *Config) {
+			c.NATS.URLs = []string{"tls://a:4222"}
+			c.NATS.TLS.CAFile = dir
+		}, "config: nats.tls.ca_file:", ""},
+		{"nats tls cert without key", func(c *Config) {
+			c.NATS.URLs = []string{"tls://a:4222"}
+			c.NATS.TLS.CertFile = kek
+		}, "config: nats.tls.key_file: is required with nats.tls.cert_file", ""},
+		{"nats tls key without cert", func(c *Config) {
+			c.NATS.URLs = []string{"tls://a:4222"}
+			c.NATS.TLS.KeyFile = kek
+		}, "config: nats.tls.cert_file: is required with nats.tls.key_file", ""},
+		{"nats tls key missing", func(c *Config) {
+			c.NATS.URLs = []string{"tls://a:4222"}
+			c.NATS.TLS.CertFile = kek
+			c.NATS.TLS.KeyFile = missing
+		}, "config: nats.tls.key_file: \"" + missing + "\" does not exist", ""},
+		{"nats tls cert embedded", func(c *Config) {
+			c.NATS.TLS.CertFile = kek
+			c.NATS.Listen = "127.0.0.1:4222"
+		}, "config: nats.tls.cert_file: is for an external NATS", "nats.tls.key_file"},
+		{"grpc tls partial", func(c *Config) { c.GRPC.TLS.CertFile, c.GRPC.TLS.KeyFile = kek, kek }, "config: grpc.tls.ca_file: is required with the other grpc.tls files", ""},
+		{"grpc tls missing file", func(c *Config) {
+			c.GRPC.TLS = GRPCTLS{CAFile: kek, CertFile: kek, KeyFile: missing}
+		}, "config: grpc.tls.key_file: \"" + missing + "\" does not exist", ""},
+		{"operator without name", func(c *Config) {
+			c.Ops.Operators = []Operator{{TokenSHA256: strings.Repeat("a", 64)}}
+		}, "config: ops.operators[0].name: is required", ""},
+		{"operator twice", func(c *Config) {
+			c.Ops.Operators = []Operator{{"ana", strings.Repeat("a", 64)}, {"ana", strings.Repeat("b", 64)}}
+		}, `config: ops.operators[1].name: "ana" is listed twice`, ""},
+		{"operator bad hash", func(c *Config) {
+			c.Ops.Operators = []Operator{{"ana", "abc"}}
+		}, "config: ops.operators[0].token_sha256: must be the 64 hex digits", ""},
+		{"trace rate zero", func(c *Config) { c.Ops.TracePerMinute = 0 }, "config: ops.trace_per_minute: 0 is out of range", ""},
+		{"trace burst big", func(c *Config) { c.Ops.TraceBurst = 1000 }, "config: ops.trace_burst: 1000 is out of range", ""},
 		{"replicas zero", func(c *Config) {
 			c.NATS.URLs = []string{"nats://a:4222"}
 			c.NATS.Replicas = 0
@@ -218,6 +269,15 @@ func TestValidateAccepts(t *testing.T) {
 			c.NATS.CredentialsFile = creds
 		}},
 		{"embedded listen", func(c *Config) { c.NATS.Listen = "127.0.0.1:4222" }},
+		{"nkey user over tls", func(c *Config) {
+			c.NATS.URLs = []string{"tls://n1:4222"}
+			c.NATS.NKeySeedFile = creds
+			c.NATS.TLS = NATSTLS{CAFile: kek, CertFile: creds, KeyFile: kek}
+		}},
+		{"nats tls ca only", func(c *Config) {
+			c.NATS.URLs = []string{"tls://n1:4222"}
+			c.NATS.TLS.CAFile = kek
+		}},
 		{"peers", func(c *Config) {
 			c.GRPC.Peers = map[string]string{}
 			for i, s := range Services() {
@@ -452,6 +512,22 @@ func TestLoadDetails(t *testing.T) {
 		_, _, err := Load(nil, envMap{EnvTenants: "ok.org,Bad.org"}.get)
 		wantErr(t, err, `config: broker.tenants[1].domain: "Bad.org" must be lowercase (set by ALPD_TENANTS)`)
 	})
+	t.Run("nats nkey and tls from env over file", func(t *testing.T) {
+		seed, ca, cert, key := writeFile(t, "policy.nk", "SU"), writeFile(t, "ca.pem", "x"), writeFile(t, "c.pem", "x"), writeFile(t, "k.pem", "x")
+		file := writeFile(t, "alpd.yaml", "nats:\n  urls: [tls://n1:4222]\n  nkey_seed_file: /nowhere\n  tls: {ca_file: /nowhere}\n")
+		c, _, err := Load([]string{"--config", file}, with(EnvNATSNKeySeedFile, seed, EnvNATSTLSCAFile, ca,
+			EnvNATSTLSCertFile, cert, EnvNATSTLSKeyFile, key).get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.NATS.NKeySeedFile != seed || c.NATS.TLS != (NATSTLS{CAFile: ca, CertFile: cert, KeyFile: key}) {
+			t.Errorf("nats = %+v", c.NATS)
+		}
+	})
+	t.Run("error names the env var of a nats file", func(t *testing.T) {
+		_, _, err := Load([]string{"--nats-url", "tls://n1:4222"}, with(EnvNATSTLSCAFile, "/nowhere/ca.pem").get)
+		wantErr(t, err, `config: nats.tls.ca_file: "/nowhere/ca.pem" does not exist (set by ALPD_NATS_TLS_CA_FILE)`)
+	})
 	t.Run("missing config file", func(t *testing.T) {
 		missing := filepath.Join(t.TempDir(), "nope.yaml")
 		_, _, err := Load(nil, with(EnvConfig, missing).get)
@@ -642,7 +718,7 @@ func TestRoundTrip(t *testing.T) {
 		Broker:   Broker{Name: "b1", Tenants: []Tenant{{"a.org"}, {"b.org"}}},
 		DataDir:  "/var/lib/alpd",
 		HTTP:     HTTP{Addr: ":8443"},
-		NATS:     NATS{URLs: []string{"tls://n1:4222", "tls://n2:4222"}, Listen: "", CredentialsFile: "/etc/alpd/nats.creds", Replicas: 3},
+		NATS:     NATS{URLs: []string{"tls://n1:4222", "tls://n2:4222"}, Listen: "", CredentialsFile: "/etc/alpd/nats.creds", NKeySeedFile: "/etc/alpd/policy.nk", TLS: NATSTLS{CAFile: "/etc/alpd/ca.pem", CertFile: "/etc/alpd/c.pem", KeyFile: "/etc/alpd/k.pem"}, Replicas: 3},
 		GRPC:     GRPC{Listen: ":9090", Peers: map[string]string{"identity": "identity:9090", "ledger": "ledger:9090"}},
 		Keystore: Keystore{Backend: "file", Path: "/var/lib/alpd/ks", KEKFile: "/etc/alpd/kek"},
 		Log:      Log{Level: "debug", Format: "text"},
@@ -711,7 +787,8 @@ func TestUsage(t *testing.T) {
 	Usage(&b)
 	out := b.String()
 	for _, s := range []string{"--config", "--data-dir", "--http-addr", "--nats-url", "--grpc-addr", "--log-level",
-		EnvConfig, EnvDataDir, EnvHTTPAddr, EnvNATSURL, EnvGRPCAddr, EnvLogLevel, EnvTenants, EnvBrokerName, EnvKEK} {
+		EnvConfig, EnvDataDir, EnvHTTPAddr, EnvNATSURL, EnvGRPCAddr, EnvLogLevel, EnvTenants, EnvBrokerName, EnvKEK,
+		EnvNATSNKeySeedFile, EnvNATSTLSCAFile, EnvNATSTLSCertFile, EnvNATSTLSKeyFile} {
 		if !strings.Contains(out, s) {
 			t.Errorf("Usage does not mention %s", s)
 		}

@@ -54,6 +54,7 @@ type fileConfig struct {
 	Keystore Keystore `yaml:"keystore"`
 	Log      Log      `yaml:"log"`
 	Bus      fileBus  `yaml:"bus"`
+	Ops      Ops      `yaml:"ops"`
 }
 
 type fileBus struct {
@@ -93,7 +94,7 @@ var durationType = reflect.TypeFor[duration]()
 func toFile(c Config) fileConfig {
 	f := fileConfig{
 		Broker: c.Broker, DataDir: c.DataDir, HTTP: c.HTTP, NATS: c.NATS,
-		GRPC: c.GRPC, Keystore: c.Keystore, Log: c.Log,
+		GRPC: c.GRPC, Keystore: c.Keystore, Log: c.Log, Ops: c.Ops,
 		Bus: fileBus{
 			Duplicates:  duration(c.Bus.Duplicates),
 			EventMaxAge: duration(c.Bus.EventMaxAge),
@@ -108,13 +109,14 @@ func toFile(c Config) fileConfig {
 	f.Broker.Tenants = slices.Clone(f.Broker.Tenants)
 	f.NATS.URLs = slices.Clone(f.NATS.URLs)
 	f.GRPC.Peers = maps.Clone(f.GRPC.Peers)
+	f.Ops.Operators = slices.Clone(f.Ops.Operators)
 	return f
 }
 
 func (f fileConfig) config() Config {
 	return Config{
 		Broker: f.Broker, DataDir: f.DataDir, HTTP: f.HTTP, NATS: f.NATS,
-		GRPC: f.GRPC, Keystore: f.Keystore, Log: f.Log,
+		GRPC: f.GRPC, Keystore: f.Keystore, Log: f.Log, Ops: f.Ops,
 		Bus: Bus{
 			Duplicates:  time.Duration(f.Bus.Duplicates),
 			EventMaxAge: time.Duration(f.Bus.EventMaxAge),
@@ -263,6 +265,10 @@ func (w *walker) value(n *yaml.Node, t reflect.Type, path string) {
 	case t.Kind() == reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			w.errorf(n, "%s: want a single value, got %s", path, describe(n))
+		}
+	case t.Kind() == reflect.Bool:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+			w.errorf(n, "%s: want true or false, got %s", path, describe(n))
 		}
 	case t.Kind() == reflect.Int:
 		var i int

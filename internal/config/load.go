@@ -93,6 +93,10 @@ func envVars() []envVar {
 		{EnvLogLevel, "log.level", "like --log-level"},
 		{EnvTenants, "broker.tenants", "tenant domains, comma-separated; replaces the list from the file"},
 		{EnvBrokerName, "broker.name", "broker name (namespace of its streams on NATS)"},
+		{EnvNATSNKeySeedFile, "nats.nkey_seed_file", "nkey seed file of this process's NATS user"},
+		{EnvNATSTLSCAFile, "nats.tls.ca_file", "CA bundle verifying the NATS servers"},
+		{EnvNATSTLSCertFile, "nats.tls.cert_file", "client certificate for NATS"},
+		{EnvNATSTLSKeyFile, "nats.tls.key_file", "client certificate key for NATS"},
 		{EnvKEK, "", "base64 key-encryption key (32 bytes), instead of keystore.kek_file"},
 	}
 }
@@ -123,6 +127,14 @@ func applyEnv(c *Config, env func(string) string, origins map[string]string) {
 			}
 		case EnvBrokerName:
 			c.Broker.Name = v
+		case EnvNATSNKeySeedFile:
+			c.NATS.NKeySeedFile = v
+		case EnvNATSTLSCAFile:
+			c.NATS.TLS.CAFile = v
+		case EnvNATSTLSCertFile:
+			c.NATS.TLS.CertFile = v
+		case EnvNATSTLSKeyFile:
+			c.NATS.TLS.KeyFile = v
 		case EnvKEK:
 			c.Keystore.KEKFromEnv = true
 			origins["keystore.kek_file"] = EnvKEK
@@ -220,7 +232,7 @@ func Usage(w io.Writer) {
 	})
 	fmt.Fprintf(w, "  -h, --help\n      print this help\n\nEnvironment (an empty variable counts as unset):\n")
 	for _, e := range envVars() {
-		fmt.Fprintf(w, "  %-17s %s\n", e.name, e.help)
+		fmt.Fprintf(w, "  %-24s %s\n", e.name, e.help)
 	}
 	fmt.Fprintf(w, "\nEvery config file key is described in docs/configuration.md.\n")
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -125,6 +126,36 @@ func (c *Config) validate() []fieldError {
 			bad("nats.credentials_file", "%s", problem)
 		}
 	}
+	// The embedded server has no users and no TLS for in-process clients,
+	// so client credentials and TLS files only make sense with nats.urls.
+	external := func(key, path string) bool {
+		if path == "" {
+			return false
+		}
+		if c.Embedded() {
+			bad(key, "is for an external NATS (nats.urls); the embedded server has no users or TLS")
+			return false
+		}
+		if problem := checkFile(path); problem != "" {
+			bad(key, "%s", problem)
+			return false
+		}
+		return true
+	}
+	if external("nats.nkey_seed_file", c.NATS.NKeySeedFile) && c.NATS.CredentialsFile != "" {
+		bad("nats.nkey_seed_file", "is set and so is nats.credentials_file; authenticate one way only")
+	}
+	external("nats.tls.ca_file", c.NATS.TLS.CAFile)
+	cert := external("nats.tls.cert_file", c.NATS.TLS.CertFile)
+	key := external("nats.tls.key_file", c.NATS.TLS.KeyFile)
+	if !c.Embedded() {
+		switch {
+		case cert && c.NATS.TLS.KeyFile == "":
+			bad("nats.tls.key_file", "is required with nats.tls.cert_file (a client certificate needs its key)")
+		case key && c.NATS.TLS.CertFile == "":
+			bad("nats.tls.cert_file", "is required with nats.tls.key_file (a client certificate needs its key)")
+		}
+	}
 	switch r := c.NATS.Replicas; {
 	case r < 1 || r > MaxReplicas:
 		bad("nats.replicas", "%d is out of range 1 to %d", r, MaxReplicas)
@@ -146,6 +177,41 @@ func (c *Config) validate() []fieldError {
 		if problem := checkHostPort(c.GRPC.Peers[name], true); problem != "" {
 			bad(path, "%s", problem)
 		}
+	}
+
+	t := c.GRPC.TLS
+	for _, f := range []struct{ key, path string }{
+		{"grpc.tls.ca_file", t.CAFile}, {"grpc.tls.cert_file", t.CertFile}, {"grpc.tls.key_file", t.KeyFile},
+	} {
+		if f.path == "" {
+			if t != (GRPCTLS{}) {
+				bad(f.key, "is required with the other grpc.tls files (mutual TLS needs the CA, a certificate and its key)")
+			}
+		} else if problem := checkFile(f.path); problem != "" {
+			bad(f.key, "%s", problem)
+		}
+	}
+
+	// ops
+	names := map[string]bool{}
+	for i, op := range c.Ops.Operators {
+		path := fmt.Sprintf("ops.operators[%d]", i)
+		switch {
+		case op.Name == "":
+			bad(path+".name", "is required")
+		case names[op.Name]:
+			bad(path+".name", "%q is listed twice", op.Name)
+		}
+		names[op.Name] = true
+		if b, err := hex.DecodeString(op.TokenSHA256); err != nil || len(b) != 32 {
+			bad(path+".token_sha256", "must be the 64 hex digits alpctl operator-token prints")
+		}
+	}
+	if c.Ops.TracePerMinute < 1 || c.Ops.TracePerMinute > 6000 {
+		bad("ops.trace_per_minute", "%d is out of range 1 to 6000", c.Ops.TracePerMinute)
+	}
+	if c.Ops.TraceBurst < 1 || c.Ops.TraceBurst > 100 {
+		bad("ops.trace_burst", "%d is out of range 1 to 100", c.Ops.TraceBurst)
 	}
 
 	// keystore

@@ -8,6 +8,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,13 +24,18 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/alpd-project/alpd/broker"
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/config"
+	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/mtls"
+	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/streams"
 )
 
@@ -83,11 +90,9 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 	var services []string
 	if service != "" {
 		services = []string{service}
-		d.grpc = grpc.NewServer()
-		deps.GRPCServers = []grpc.ServiceRegistrar{d.grpc}
-		// mTLS between services is the next issue; until then peers are
-		// dialled in plaintext on the operator's private network.
-		deps.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if err := d.splitGRPC(service, &deps); err != nil {
+			return nil, err
+		}
 		if d.grpcLis, err = net.Listen("tcp", cfg.GRPC.Listen); err != nil {
 			return nil, fmt.Errorf("grpc.listen %s: %w", cfg.GRPC.Listen, err)
 		}
@@ -105,7 +110,12 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 			Replicas: cfg.NATS.Replicas, Duplicates: cfg.Bus.Duplicates, SeenTTL: cfg.Bus.SeenTTL,
 			MaxDeliver: cfg.Bus.MaxDeliver, AckWait: cfg.Bus.AckWait,
 		},
-		Limits: streams.Limits{EventMaxAge: cfg.Bus.EventMaxAge, WorkMaxAge: cfg.Bus.WorkMaxAge},
+		Limits:    streams.Limits{EventMaxAge: cfg.Bus.EventMaxAge, WorkMaxAge: cfg.Bus.WorkMaxAge},
+		Operators: operators(cfg.Ops.Operators),
+		OpsLimits: broker.OpsLimits{
+			Rate:  rate.Limit(float64(cfg.Ops.TracePerMinute) / 60),
+			Burst: cfg.Ops.TraceBurst,
+		},
 	}, deps)
 	if err != nil {
 		return nil, err
@@ -133,9 +143,9 @@ func (d *Daemon) connectNATS(service string) error {
 		d.nc, err = e.Connect()
 		return err
 	}
-	var opts []nats.Option
-	if f := d.cfg.NATS.CredentialsFile; f != "" {
-		opts = append(opts, nats.UserCredentials(f))
+	opts, err := natsOptions(d.cfg.NATS, d.cfg.Broker.Name, service)
+	if err != nil {
+		return err
 	}
 	nc, err := bus.Connect(d.cfg.NATS.URLs, name, opts...)
 	if err != nil {
@@ -143,6 +153,103 @@ func (d *Daemon) connectNATS(service string) error {
 	}
 	d.nc = nc
 	return nil
+}
+
+// natsOptions authenticate a process to an external NATS: with an nkey
+// seed, as its service role's user (permissions and inbox prefix from
+// internal/natsauth); otherwise with a credentials file or none. TLS
+// settings apply either way.
+func natsOptions(c config.NATS, ns, service string) ([]nats.Option, error) {
+	t := c.TLS
+	if c.NKeySeedFile != "" {
+		if service == "" {
+			return nil, errors.New("nats.nkey_seed_file: all services in one process have no single role user; run alpd <service> per role, or use nats.credentials_file")
+		}
+		return natsauth.ClientOptions(c.NKeySeedFile, t.CAFile, t.CertFile, t.KeyFile, ns, service)
+	}
+	var opts []nats.Option
+	if c.CredentialsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredentialsFile))
+	}
+	if t.CAFile != "" {
+		opts = append(opts, nats.RootCAs(t.CAFile))
+	}
+	if t.CertFile != "" {
+		opts = append(opts, nats.ClientCert(t.CertFile, t.KeyFile))
+	}
+	return opts, nil
+}
+
+// splitGRPC sets up split mode's gRPC: mutual TLS with this process's role
+// certificate, per-method authorization of callers by the role in theirs,
+// and peers dialled with mTLS that also checks each peer's role.
+func (d *Daemon) splitGRPC(service string, deps *broker.Deps) error {
+	role, _ := envelope.RoleByName(service)
+	t := d.cfg.GRPC.TLS
+	if t == (config.GRPCTLS{}) {
+		if !d.cfg.GRPC.Insecure {
+			return fmt.Errorf("alpd %s needs mutual TLS between services: set grpc.tls.ca_file, cert_file and key_file (alpctl certs makes development ones), or grpc.insecure: true for a local experiment", service)
+		}
+		d.log.Warn("grpc.insecure: services talk without TLS or caller authorization; never do this outside a local experiment")
+		d.grpc = grpc.NewServer()
+		deps.GRPCServers = []grpc.ServiceRegistrar{d.grpc}
+		deps.PeerDialOptions = func(alpv1.Role) []grpc.DialOption {
+			return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		}
+		return nil
+	}
+	files := mtls.Files{CA: t.CAFile, Cert: t.CertFile, Key: t.KeyFile, Logger: d.log}
+	if err := checkOwnRole(files, role); err != nil {
+		return err
+	}
+	creds, err := mtls.ServerCredentials(files)
+	if err != nil {
+		return fmt.Errorf("grpc.tls: %w", err)
+	}
+	policy := mtls.DefaultPolicy()
+	d.grpc = grpc.NewServer(grpc.Creds(creds),
+		grpc.ChainUnaryInterceptor(mtls.UnaryAuthorizer(policy)),
+		grpc.ChainStreamInterceptor(mtls.StreamAuthorizer(policy)))
+	deps.GRPCServers = []grpc.ServiceRegistrar{d.grpc}
+	deps.PeerDialOptions = func(peer alpv1.Role) []grpc.DialOption {
+		opt, err := mtls.DialOptionFor(files, peer)
+		if err != nil {
+			// Files were checked above; a failure here surfaces on the call.
+			d.log.Error("peer TLS", "peer", envelope.ServiceName(peer), "err", err)
+			return nil
+		}
+		return []grpc.DialOption{opt}
+	}
+	return nil
+}
+
+// checkOwnRole refuses to start a service with another role's certificate.
+func checkOwnRole(files mtls.Files, want alpv1.Role) error {
+	pair, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+	if err != nil {
+		return fmt.Errorf("grpc.tls.cert_file %s: %w", files.Cert, err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("grpc.tls.cert_file %s: %w", files.Cert, err)
+	}
+	got, err := mtls.RoleFromCert(leaf)
+	if err != nil {
+		return fmt.Errorf("grpc.tls.cert_file %s: %w", files.Cert, err)
+	}
+	if got != want {
+		return fmt.Errorf("grpc.tls.cert_file %s is a %s certificate, but this process runs %s", files.Cert,
+			envelope.ServiceName(got), envelope.ServiceName(want))
+	}
+	return nil
+}
+
+func operators(ops []config.Operator) []broker.Operator {
+	out := make([]broker.Operator, 0, len(ops))
+	for _, op := range ops {
+		out = append(out, broker.Operator{Name: op.Name, TokenSHA256: op.TokenSHA256})
+	}
+	return out
 }
 
 // loadKEK reads the key-encryption key from ALPD_KEK or keystore.kek_file.

@@ -2,13 +2,14 @@ package service
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/natsauth"
 )
 
 // HeaderProbeError carries why a probe could not be handled.
@@ -18,7 +19,7 @@ const HeaderProbeError = "Alp-Probe-Error"
 // namespace ns answers probes. No stream captures alp.probe.>: probes are
 // request/reply only, never stored, federated or ledgered.
 func ProbeSubject(ns string, role alpv1.Role) string {
-	return fmt.Sprintf("%s.probe.%s.%s", bus.SubjectPrefix, ns, envelope.ServiceName(role))
+	return natsauth.ProbeSubject(ns, envelope.ServiceName(role))
 }
 
 // ServeProbes answers probes for s on its probe subject. Replicas of a
@@ -27,6 +28,11 @@ func ProbeSubject(ns string, role alpv1.Role) string {
 func ServeProbes(nc *nats.Conn, ns string, s Service) (*nats.Subscription, error) {
 	subject := ProbeSubject(ns, s.Role())
 	sub, err := nc.QueueSubscribe(subject, ns+"_"+envelope.ServiceName(s.Role()), func(m *nats.Msg) {
+		// Answer only to an inbox: a requester must not be able to steer
+		// the answer onto an event subject this role may publish on.
+		if !strings.HasPrefix(m.Reply, nats.InboxPrefix) && !natsauth.IsInbox(ns, m.Reply) {
+			return
+		}
 		reply := nats.NewMsg(m.Reply)
 		env := &alpv1.Envelope{}
 		if err := proto.Unmarshal(m.Data, env); err != nil {

@@ -88,12 +88,10 @@ func (b *Base) HostsTenant(tenant string) bool {
 	return false
 }
 
-// EnsureOwnedStreams creates or updates every stream the role owns, and the
-// shared dead-letter stream and seen-set.
+// EnsureOwnedStreams creates or updates every stream the role owns. (The
+// shared dead-letter stream and seen-set are made by Consume: a role
+// without consumers needs neither, and its NATS user may not touch them.)
 func (b *Base) EnsureOwnedStreams(ctx context.Context) error {
-	if err := b.Bus.EnsureShared(ctx); err != nil {
-		return err
-	}
 	for _, spec := range streams.Owned(b.role, b.Tenants, b.Limits) {
 		if _, err := b.Bus.EnsureStream(ctx, spec); err != nil {
 			return fmt.Errorf("%s: %w", b.Name(), err)
@@ -115,7 +113,11 @@ func (b *Base) EnsureStream(name string) func(context.Context) error {
 }
 
 // Consume starts a supervised consumer that counts towards readiness.
+// It first creates the shared dead-letter stream and seen-set bucket.
 func (b *Base) Consume(ctx context.Context, spec bus.ConsumerSpec, h bus.Handler) error {
+	if err := b.Bus.EnsureShared(ctx); err != nil {
+		return fmt.Errorf("%s: %w", b.Name(), err)
+	}
 	c, err := b.Bus.Consume(ctx, spec, h)
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.Name(), err)

@@ -69,7 +69,7 @@ func TestSplitMode(t *testing.T) {
 	addrs := freeAddrs(t, 2*len(svcs))
 	byName := map[string]*splitService{}
 	var peers strings.Builder
-	peers.WriteString("grpc:\n  peers:\n")
+	peers.WriteString("grpc:\n  insecure: true\n  peers:\n")
 	for i, s := range svcs {
 		s.httpAddr, s.grpcAddr = addrs[2*i], addrs[2*i+1]
 		byName[s.name] = s

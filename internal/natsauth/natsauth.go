@@ -1,0 +1,219 @@
+// Package natsauth says which NATS subjects each alpd service role may
+// publish and subscribe to, and turns that into nats-server configuration:
+// one NATS user per role, authenticated by an nkey, with publish and
+// subscribe allow-lists (ARCHITECTURE.md §4, "Trust boundaries inside a
+// broker").
+//
+// [Table] is the one table of what every role does on NATS. It is derived
+// from internal/streams (a stream's owner publishes its subjects and
+// creates, updates and reads its stream) plus the pieces every consumer
+// shares (the dead-letter stream, the seen-set bucket) and the data-key
+// bucket of the roles that seal, open or erase bodies. [PermissionsFor]
+// renders one role's allow-lists for a broker namespace and its tenants,
+// naming exactly the JetStream API subjects the nats.go jetstream code
+// paths used by internal/bus and internal/seal need. [ServerConfig] writes a
+// nats-server configuration for shared isolation (one account for the
+// broker) or hard isolation (one account per tenant, each tenant with its
+// own broker namespace); [ClientOptions] are the matching client options.
+//
+// docs/nats-permissions.md renders the same table; a test keeps it current
+// (ALPD_UPDATE_DOCS=1 rewrites it).
+//
+// What permissions cannot say: a role that may create or update a stream or
+// bucket may set any of its configuration (NATS checks the API subject,
+// not the request body), and a publisher may set any header. Consumers
+// therefore still check an event's producer role against the subject
+// (streams.CheckProducer): the subject proves who published it because
+// only the owner role may publish there.
+package natsauth
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/streams"
+)
+
+// Names of the KV buckets (without the broker namespace prefix).
+const (
+	// SeenBucket is the consumers' seen-set (bus.SeenBucket).
+	SeenBucket = bus.SeenBucket
+	// DataKeysBucket holds the wrapped per-person data keys (internal/seal);
+	// the broker creates it as <NS>_DATAKEYS.
+	DataKeysBucket = "datakeys"
+)
+
+// Access is what a role may do with a KV bucket.
+type Access uint8
+
+const (
+	// Manage: create the bucket or update its configuration
+	// (CreateOrUpdateKeyValue at start-up).
+	Manage Access = 1 << iota
+	// Read: get a key's value (direct get).
+	Read
+	// Write: create, put and purge keys.
+	Write
+)
+
+// Has reports whether a includes all of b.
+func (a Access) Has(b Access) bool { return a&b == b }
+
+func (a Access) String() string {
+	var parts []string
+	for _, p := range []struct {
+		a    Access
+		name string
+	}{{Manage, "manage"}, {Read, "read"}, {Write, "write"}} {
+		if a.Has(p.a) {
+			parts = append(parts, p.name)
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// KeyScope restricts the keys of a bucket a role may read or write.
+type KeyScope uint8
+
+const (
+	// OwnConsumers: keys prefixed by the role's own durable consumers'
+	// names (the seen-set is keyed "<NS>_<DURABLE>.<hash>").
+	OwnConsumers KeyScope = iota + 1
+	// Tenants: keys of the broker's tenants (data keys are keyed
+	// "<tenant domain>.<person id>").
+	Tenants
+)
+
+// Bucket is a role's use of one KV bucket.
+type Bucket struct {
+	// Name without namespace; the bucket is <NS>_<NAME>, its stream KV_<NS>_<NAME>.
+	Name   string
+	Access Access
+	Keys   KeyScope
+	Why    string
+}
+
+// Consumer is a durable pull consumer a role runs.
+type Consumer struct {
+	// Durable without namespace; on the server it is <NS>_<DURABLE>.
+	Durable string
+	// Stream without namespace.
+	Stream string
+}
+
+// Use is everything one role does on NATS.
+type Use struct {
+	Role alpv1.Role
+	// Owns are the streams (from streams.Table) the role creates, updates
+	// and reads, by name without namespace.
+	Owns []string
+	// Publishes are the subject kinds the role publishes events on:
+	// alp.<kind>.<tenant token>.> for every tenant of the broker.
+	Publishes []string
+	// Consumes are the subject kinds whose events reach the role, through
+	// its consumers (never a core subscription).
+	Consumes []string
+	// Consumers are the role's durable consumers.
+	Consumers []Consumer
+	// Shared are streams every consumer of the broker creates and
+	// publishes to (the dead-letter stream), by name without namespace.
+	Shared []string
+	// Buckets are the KV buckets the role uses.
+	Buckets []Bucket
+}
+
+// consumers lists every durable consumer of the broker, by role. A service
+// that adds a consumer adds it here; the per-role test in this package
+// (each role started with only its own NATS user) fails until it does.
+var consumers = map[alpv1.Role][]Consumer{
+	alpv1.Role_ROLE_POLICY: {{Durable: "policy", Stream: streams.PolicyWork}},
+}
+
+// dataKeyAccess is what the roles that seal, open or erase message bodies
+// may do with the data-key bucket. Ingress seals (creates keys), identity
+// erases (purges keys), policy will open bodies to decide on fields (reads).
+var dataKeyAccess = map[alpv1.Role]Access{
+	alpv1.Role_ROLE_INGRESS:  Manage | Read | Write,
+	alpv1.Role_ROLE_IDENTITY: Manage | Read | Write,
+	alpv1.Role_ROLE_POLICY:   Manage | Read,
+}
+
+// UsesDataKeys reports whether role seals, opens or erases bodies, and so
+// needs the data-key bucket. The broker creates the bucket (and a Sealer)
+// only for such roles; the others' NATS users may not touch it.
+func UsesDataKeys(role alpv1.Role) bool {
+	_, ok := dataKeyAccess[role]
+	return ok
+}
+
+// Roles are the six service roles, in the order a message meets them.
+func Roles() []alpv1.Role { return envelope.Roles() }
+
+// Table lists what every service role does on NATS, in the order of Roles.
+func Table() []Use {
+	var out []Use
+	for _, role := range Roles() {
+		out = append(out, useOf(role))
+	}
+	return out
+}
+
+// UseOf is the table's entry for role; false for a role that is not a
+// service.
+func UseOf(role alpv1.Role) (Use, bool) {
+	if !slices.Contains(Roles(), role) {
+		return Use{}, false
+	}
+	return useOf(role), true
+}
+
+func useOf(role alpv1.Role) Use {
+	u := Use{Role: role, Consumers: slices.Clone(consumers[role])}
+	for _, s := range streams.Table() {
+		if s.Owner != role {
+			continue
+		}
+		u.Owns = append(u.Owns, s.Name)
+		if s.Kind != "" {
+			u.Publishes = append(u.Publishes, s.Kind)
+		}
+	}
+	for _, c := range u.Consumers {
+		s, _ := streams.ByName(c.Stream)
+		kinds := []string{s.Kind}
+		if s.Kind == "" {
+			kinds = nil
+			for _, src := range slices.Sorted(maps.Keys(s.Sources)) {
+				if from, ok := streams.ByName(src); ok && from.Kind != "" {
+					kinds = append(kinds, from.Kind)
+				}
+			}
+		}
+		for _, k := range kinds {
+			if !slices.Contains(u.Consumes, k) {
+				u.Consumes = append(u.Consumes, k)
+			}
+		}
+	}
+	if len(u.Consumers) > 0 {
+		u.Shared = []string{bus.DeadLetterStream}
+		u.Buckets = append(u.Buckets, Bucket{Name: SeenBucket, Access: Manage | Read | Write, Keys: OwnConsumers,
+			Why: "seen-set: event ids its consumers handled"})
+	}
+	if a, ok := dataKeyAccess[role]; ok {
+		why := map[alpv1.Role]string{
+			alpv1.Role_ROLE_INGRESS:  "seals bodies (creates data keys)",
+			alpv1.Role_ROLE_IDENTITY: "erases persons (purges data keys)",
+			alpv1.Role_ROLE_POLICY:   "opens bodies",
+		}[role]
+		u.Buckets = append(u.Buckets, Bucket{Name: DataKeysBucket, Access: a, Keys: Tenants, Why: why})
+	}
+	return u
+}
