@@ -169,7 +169,7 @@ func TestMessageFlowsThroughServices(t *testing.T) {
 
 	// Erasure: the person's data key is destroyed; the events stay, the
 	// bodies are unreadable, a tombstone is recorded.
-	if err := r.b.Identity().ErasePerson(ctx, "example.org", "p1", "operator-1"); err != nil {
+	if err := r.b.Identity().Erase(ctx, "example.org", "p1", "operator-1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := seal.New(kv, r.ks).Open(ctx, env.GetSealedBody(), []byte(id)); !errors.Is(err, seal.ErrKeyDestroyed) {

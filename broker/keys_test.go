@@ -110,7 +110,7 @@ func TestNoPrivateKeyBytesOnAnyStream(t *testing.T) {
 	if _, err := r.b.Ingress().Submit(ctx, submission("example.org", "p2", "")); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.b.Identity().ErasePerson(ctx, "example.org", "p2", "op"); err != nil {
+	if err := r.b.Identity().Erase(ctx, "example.org", "p2", "op"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -35,6 +35,7 @@ const IdentityIntrospectMethod = "/alp.identity.v1.IdentityService/Introspect"
 //
 //   - every service's Ping: all six services and the operator;
 //   - identity's Introspect: ingress and approvals;
+//   - identity's ErasePerson: the operator only;
 //   - grpc.health.v1 Check and Watch: every role.
 //
 // Every other method is denied. Each call returns a new map.
@@ -49,6 +50,7 @@ func DefaultPolicy() Policy {
 		approvalsv1.ApprovalsService_Ping_FullMethodName:   all,
 
 		IdentityIntrospectMethod: {alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_APPROVALS},
+		identityv1.IdentityService_ErasePerson_FullMethodName: {alpv1.Role_ROLE_OPERATOR},
 
 		healthpb.Health_Check_FullMethodName: all,
 		healthpb.Health_Watch_FullMethodName: all,

@@ -327,7 +327,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDecided(t, conns["policy"], "example.org", "p1", id)
-	if err := brokers["identity"].Identity().ErasePerson(ctx, "example.org", "p1", "op-1"); err != nil {
+	if err := brokers["identity"].Identity().Erase(ctx, "example.org", "p1", "op-1"); err != nil {
 		t.Fatalf("identity erases a data key: %v", err)
 	}
 	// An expected-sequence append (the ledger's way to write) reads the

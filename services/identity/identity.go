@@ -13,11 +13,15 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	identityv1 "github.com/alpd-project/alpd/gen/alp/identity/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/mtls"
+	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
 )
@@ -102,11 +106,17 @@ func (s *Service) PublishKey(ctx context.Context, kl *alpv1.KeyLifecycle) error 
 	return nil
 }
 
-// ErasePerson destroys a person's data key, making every body sealed with it
+// ErrNotHosted: the tenant is not one of this broker's.
+var ErrNotHosted = errors.New("identity: tenant is not hosted by this broker")
+
+// Erase destroys a person's data key, making every body sealed with it
 // unreadable, and appends the tombstone. Streams stay append-only.
-func (s *Service) ErasePerson(ctx context.Context, tenant, personID string, operator string) error {
+func (s *Service) Erase(ctx context.Context, tenant, personID string, operator string) error {
 	if !s.HostsTenant(tenant) {
-		return fmt.Errorf("identity: tenant %q is not hosted here", tenant)
+		return fmt.Errorf("%w: %q", ErrNotHosted, tenant)
+	}
+	if err := seal.ValidatePersonID(personID); err != nil {
+		return err
 	}
 	subject, err := bus.Subject(streams.Identity, tenant, "erasure", personID)
 	if err != nil {
@@ -122,6 +132,22 @@ func (s *Service) ErasePerson(ctx context.Context, tenant, personID string, oper
 		return fmt.Errorf("identity: record erasure: %w", err)
 	}
 	return nil
+}
+
+// ErasePerson implements IdentityService.ErasePerson; the caller (an
+// operator, by the authorization table) is named in the tombstone.
+func (s *Service) ErasePerson(ctx context.Context, req *identityv1.ErasePersonRequest) (*identityv1.ErasePersonResponse, error) {
+	operator := "in-process caller"
+	if role, ok := mtls.CallerRole(ctx); ok {
+		operator = mtls.RoleName(role)
+	}
+	switch err := s.Erase(ctx, req.GetTenant(), req.GetPersonId(), operator); {
+	case errors.Is(err, ErrNotHosted), errors.Is(err, seal.ErrInvalidPersonID), errors.Is(err, seal.ErrInvalidTenant):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	case err != nil:
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &identityv1.ErasePersonResponse{}, nil
 }
 
 // RegisterGRPC registers the identity gRPC API.

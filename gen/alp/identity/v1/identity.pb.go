@@ -22,6 +22,95 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ErasePersonRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tenant string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	// Opaque person id.
+	PersonId      string `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ErasePersonRequest) Reset() {
+	*x = ErasePersonRequest{}
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ErasePersonRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ErasePersonRequest) ProtoMessage() {}
+
+func (x *ErasePersonRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ErasePersonRequest.ProtoReflect.Descriptor instead.
+func (*ErasePersonRequest) Descriptor() ([]byte, []int) {
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ErasePersonRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ErasePersonRequest) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+type ErasePersonResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ErasePersonResponse) Reset() {
+	*x = ErasePersonResponse{}
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ErasePersonResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ErasePersonResponse) ProtoMessage() {}
+
+func (x *ErasePersonResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ErasePersonResponse.ProtoReflect.Descriptor instead.
+func (*ErasePersonResponse) Descriptor() ([]byte, []int) {
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{1}
+}
+
 type PingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Envelope      *v1.Envelope           `protobuf:"bytes,1,opt,name=envelope" json:"envelope,omitempty"`
@@ -31,7 +120,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[0]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +132,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[0]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +145,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{0}
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PingRequest) GetEnvelope() *v1.Envelope {
@@ -77,7 +166,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[1]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -89,7 +178,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[1]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -102,7 +191,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{1}
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PingResponse) GetEnvelope() *v1.Envelope {
@@ -130,15 +219,20 @@ var File_alp_identity_v1_identity_proto protoreflect.FileDescriptor
 
 const file_alp_identity_v1_identity_proto_rawDesc = "" +
 	"\n" +
-	"\x1ealp/identity/v1/identity.proto\x12\x0falp.identity.v1\x1a\x15alp/v1/envelope.proto\";\n" +
+	"\x1ealp/identity/v1/identity.proto\x12\x0falp.identity.v1\x1a\x15alp/v1/envelope.proto\"I\n" +
+	"\x12ErasePersonRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\"\x15\n" +
+	"\x13ErasePersonResponse\";\n" +
 	"\vPingRequest\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\"l\n" +
 	"\fPingResponse\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x14\n" +
-	"\x05ready\x18\x03 \x01(\bR\x05ready2V\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready2\xb0\x01\n" +
 	"\x0fIdentityService\x12C\n" +
-	"\x04Ping\x12\x1c.alp.identity.v1.PingRequest\x1a\x1d.alp.identity.v1.PingResponseB\xc4\x01\n" +
+	"\x04Ping\x12\x1c.alp.identity.v1.PingRequest\x1a\x1d.alp.identity.v1.PingResponse\x12X\n" +
+	"\vErasePerson\x12#.alp.identity.v1.ErasePersonRequest\x1a$.alp.identity.v1.ErasePersonResponseB\xc4\x01\n" +
 	"\x13com.alp.identity.v1B\rIdentityProtoP\x01Z;github.com/alpd-project/alpd/gen/alp/identity/v1;identityv1\xa2\x02\x03AIX\xaa\x02\x0fAlp.Identity.V1\xca\x02\x0fAlp\\Identity\\V1\xe2\x02\x1bAlp\\Identity\\V1\\GPBMetadata\xea\x02\x11Alp::Identity::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
 var (
@@ -153,19 +247,23 @@ func file_alp_identity_v1_identity_proto_rawDescGZIP() []byte {
 	return file_alp_identity_v1_identity_proto_rawDescData
 }
 
-var file_alp_identity_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_alp_identity_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_alp_identity_v1_identity_proto_goTypes = []any{
-	(*PingRequest)(nil),  // 0: alp.identity.v1.PingRequest
-	(*PingResponse)(nil), // 1: alp.identity.v1.PingResponse
-	(*v1.Envelope)(nil),  // 2: alp.v1.Envelope
+	(*ErasePersonRequest)(nil),  // 0: alp.identity.v1.ErasePersonRequest
+	(*ErasePersonResponse)(nil), // 1: alp.identity.v1.ErasePersonResponse
+	(*PingRequest)(nil),         // 2: alp.identity.v1.PingRequest
+	(*PingResponse)(nil),        // 3: alp.identity.v1.PingResponse
+	(*v1.Envelope)(nil),         // 4: alp.v1.Envelope
 }
 var file_alp_identity_v1_identity_proto_depIdxs = []int32{
-	2, // 0: alp.identity.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
-	2, // 1: alp.identity.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
-	0, // 2: alp.identity.v1.IdentityService.Ping:input_type -> alp.identity.v1.PingRequest
-	1, // 3: alp.identity.v1.IdentityService.Ping:output_type -> alp.identity.v1.PingResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
+	4, // 0: alp.identity.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
+	4, // 1: alp.identity.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
+	2, // 2: alp.identity.v1.IdentityService.Ping:input_type -> alp.identity.v1.PingRequest
+	0, // 3: alp.identity.v1.IdentityService.ErasePerson:input_type -> alp.identity.v1.ErasePersonRequest
+	3, // 4: alp.identity.v1.IdentityService.Ping:output_type -> alp.identity.v1.PingResponse
+	1, // 5: alp.identity.v1.IdentityService.ErasePerson:output_type -> alp.identity.v1.ErasePersonResponse
+	4, // [4:6] is the sub-list for method output_type
+	2, // [2:4] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
 	2, // [2:2] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name
@@ -182,7 +280,7 @@ func file_alp_identity_v1_identity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_identity_v1_identity_proto_rawDesc), len(file_alp_identity_v1_identity_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

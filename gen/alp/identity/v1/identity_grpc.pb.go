@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	IdentityService_Ping_FullMethodName = "/alp.identity.v1.IdentityService/Ping"
+	IdentityService_Ping_FullMethodName        = "/alp.identity.v1.IdentityService/Ping"
+	IdentityService_ErasePerson_FullMethodName = "/alp.identity.v1.IdentityService/ErasePerson"
 )
 
 // IdentityServiceClient is the client API for IdentityService service.
@@ -32,6 +33,10 @@ type IdentityServiceClient interface {
 	// Ping passes an envelope through the service: the service appends its NMP
 	// trace entry and answers with its readiness.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
+	// ErasePerson destroys a person's data key (crypto-shredding): every body
+	// sealed with it becomes unreadable, streams stay append-only, and a
+	// DataKeyDestroyed tombstone is recorded. Operators only.
+	ErasePerson(ctx context.Context, in *ErasePersonRequest, opts ...grpc.CallOption) (*ErasePersonResponse, error)
 }
 
 type identityServiceClient struct {
@@ -52,6 +57,16 @@ func (c *identityServiceClient) Ping(ctx context.Context, in *PingRequest, opts 
 	return out, nil
 }
 
+func (c *identityServiceClient) ErasePerson(ctx context.Context, in *ErasePersonRequest, opts ...grpc.CallOption) (*ErasePersonResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ErasePersonResponse)
+	err := c.cc.Invoke(ctx, IdentityService_ErasePerson_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IdentityServiceServer is the server API for IdentityService service.
 // All implementations must embed UnimplementedIdentityServiceServer
 // for forward compatibility.
@@ -62,6 +77,10 @@ type IdentityServiceServer interface {
 	// Ping passes an envelope through the service: the service appends its NMP
 	// trace entry and answers with its readiness.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
+	// ErasePerson destroys a person's data key (crypto-shredding): every body
+	// sealed with it becomes unreadable, streams stay append-only, and a
+	// DataKeyDestroyed tombstone is recorded. Operators only.
+	ErasePerson(context.Context, *ErasePersonRequest) (*ErasePersonResponse, error)
 	mustEmbedUnimplementedIdentityServiceServer()
 }
 
@@ -74,6 +93,9 @@ type UnimplementedIdentityServiceServer struct{}
 
 func (UnimplementedIdentityServiceServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Ping not implemented")
+}
+func (UnimplementedIdentityServiceServer) ErasePerson(context.Context, *ErasePersonRequest) (*ErasePersonResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ErasePerson not implemented")
 }
 func (UnimplementedIdentityServiceServer) mustEmbedUnimplementedIdentityServiceServer() {}
 func (UnimplementedIdentityServiceServer) testEmbeddedByValue()                         {}
@@ -114,6 +136,24 @@ func _IdentityService_Ping_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IdentityService_ErasePerson_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ErasePersonRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdentityServiceServer).ErasePerson(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdentityService_ErasePerson_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdentityServiceServer).ErasePerson(ctx, req.(*ErasePersonRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IdentityService_ServiceDesc is the grpc.ServiceDesc for IdentityService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -124,6 +164,10 @@ var IdentityService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ping",
 			Handler:    _IdentityService_Ping_Handler,
+		},
+		{
+			MethodName: "ErasePerson",
+			Handler:    _IdentityService_ErasePerson_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
