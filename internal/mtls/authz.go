@@ -49,7 +49,7 @@ func DefaultPolicy() Policy {
 		ledgerv1.LedgerService_Ping_FullMethodName:         all,
 		approvalsv1.ApprovalsService_Ping_FullMethodName:   all,
 
-		IdentityIntrospectMethod: {alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_APPROVALS},
+		IdentityIntrospectMethod:                              {alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_APPROVALS},
 		identityv1.IdentityService_ErasePerson_FullMethodName: {alpv1.Role_ROLE_OPERATOR},
 
 		healthpb.Health_Check_FullMethodName: all,
