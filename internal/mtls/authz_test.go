@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -207,4 +208,16 @@ func TestPolicyTable(t *testing.T) {
 		t.Errorf("odd policy:\n%s", odd)
 	}
 	t.Logf("\n%s", got)
+}
+
+// TestOperationsDocShowsPolicy keeps docs/operations.md in step with the
+// authorization table.
+func TestOperationsDocShowsPolicy(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), PolicyTable(DefaultPolicy())) {
+		t.Fatalf("docs/operations.md does not contain the current authorization table:\n%s", PolicyTable(DefaultPolicy()))
+	}
 }
