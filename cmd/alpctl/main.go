@@ -4,6 +4,7 @@
 //	alpctl [--broker URL] trace [--json] [--via V]        broker traceroute (operator token)
 //	alpctl operator-token NAME                            a new operator token and its configured hash
 //	alpctl certs --out DIR [--hosts H] [--roles R]        development CA and per-role certificates
+//	alpctl nats-config --tenants T --out DIR [...]        nats-server configuration and per-role nkey seeds
 package main
 
 import (
@@ -37,7 +38,8 @@ func run(args []string, stdout, stderr io.Writer) int {
   alpctl [--broker URL] status [--json]
   alpctl [--broker URL] trace [--json] [--via auto|grpc|bus] [--operator-token T]
   alpctl operator-token NAME
-  alpctl certs --out DIR [--hosts 127.0.0.1,localhost] [--days 30] [--roles all|ingress,…] [--force]`)
+  alpctl certs --out DIR [--hosts 127.0.0.1,localhost] [--days 30] [--roles all|ingress,…] [--force]
+  alpctl nats-config --tenants a.org[,b.org] --out DIR [flags]`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -55,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return operatorTokenCmd(fs.Args()[1:], stdout, stderr)
 	case "certs":
 		return certsCmd(fs.Args()[1:], stdout, stderr)
+	case "nats-config":
+		return natsConfigCmd(fs.Args()[1:], stdout, stderr)
 	}
 	base, err := url.Parse(*brokerURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {

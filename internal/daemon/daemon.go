@@ -69,6 +69,13 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 	if service != "" && cfg.Embedded() {
 		return nil, fmt.Errorf("alpd %s runs one service against an external NATS: set nats.urls (or --nats-url)", service)
 	}
+	if service != "" {
+		// Checks that need no network first, so a wrong certificate is not
+		// reported as an unreachable NATS.
+		if err := checkSplitTLS(cfg.GRPC, service); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -184,12 +191,8 @@ func natsOptions(c config.NATS, ns, service string) ([]nats.Option, error) {
 // certificate, per-method authorization of callers by the role in theirs,
 // and peers dialled with mTLS that also checks each peer's role.
 func (d *Daemon) splitGRPC(service string, deps *broker.Deps) error {
-	role, _ := envelope.RoleByName(service)
 	t := d.cfg.GRPC.TLS
 	if t == (config.GRPCTLS{}) {
-		if !d.cfg.GRPC.Insecure {
-			return fmt.Errorf("alpd %s needs mutual TLS between services: set grpc.tls.ca_file, cert_file and key_file (alpctl certs makes development ones), or grpc.insecure: true for a local experiment", service)
-		}
 		d.log.Warn("grpc.insecure: services talk without TLS or caller authorization; never do this outside a local experiment")
 		d.grpc = grpc.NewServer()
 		deps.GRPCServers = []grpc.ServiceRegistrar{d.grpc}
@@ -199,9 +202,6 @@ func (d *Daemon) splitGRPC(service string, deps *broker.Deps) error {
 		return nil
 	}
 	files := mtls.Files{CA: t.CAFile, Cert: t.CertFile, Key: t.KeyFile, Logger: d.log}
-	if err := checkOwnRole(files, role); err != nil {
-		return err
-	}
 	creds, err := mtls.ServerCredentials(files)
 	if err != nil {
 		return fmt.Errorf("grpc.tls: %w", err)
@@ -221,6 +221,19 @@ func (d *Daemon) splitGRPC(service string, deps *broker.Deps) error {
 		return []grpc.DialOption{opt}
 	}
 	return nil
+}
+
+// checkSplitTLS refuses split mode without mTLS (unless grpc.insecure) and
+// with another role's certificate.
+func checkSplitTLS(c config.GRPC, service string) error {
+	if c.TLS == (config.GRPCTLS{}) {
+		if c.Insecure {
+			return nil
+		}
+		return fmt.Errorf("alpd %s needs mutual TLS between services: set grpc.tls.ca_file, cert_file and key_file (alpctl certs makes development ones), or grpc.insecure: true for a local experiment", service)
+	}
+	role, _ := envelope.RoleByName(service)
+	return checkOwnRole(mtls.Files{CA: c.TLS.CAFile, Cert: c.TLS.CertFile, Key: c.TLS.KeyFile}, role)
 }
 
 // checkOwnRole refuses to start a service with another role's certificate.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,19 +12,40 @@ import (
 // TestAllInOne runs `alpd` with no service: all six services in one process
 // on the embedded NATS. It checks readiness (every service ready and
 // answering a Ping through the in-process gRPC), the streams, /healthz,
-// /metrics and a clean SIGTERM shutdown; then restarts on the same data
-// directory and checks the keys are reused, not generated again.
+// /metrics, `alpctl status` and an operator's `alpctl trace`, and a clean
+// SIGTERM shutdown; then restarts on the same data directory and checks
+// the keys are reused, not generated again.
 func TestAllInOne(t *testing.T) {
-	alpd, _ := binaries(t)
+	b := binaries(t)
+	alpd := b.alpd
 	dataDir := t.TempDir()
 	env := hermeticEnv("ALPD_TENANTS=example.org")
 
+	// An operator, configured by the hash alpctl prints.
+	token, op := operatorToken(t, b, "e2e-operator")
+	configFile := filepath.Join(t.TempDir(), "alpd.yaml")
+	writeYAML(t, configFile, map[string]any{
+		"ops": map[string]any{"operators": []map[string]string{{"name": op.Name, "token_sha256": op.TokenSHA256}}},
+	})
+
 	// First run: a fresh data directory.
 	addr := freeAddr(t)
-	p := startProc(t, "alpd (first run)", alpd, env, "--data-dir", dataDir, "--http-addr", addr)
+	p := startProc(t, "alpd (first run)", alpd, env, "--config", configFile, "--data-dir", dataDir, "--http-addr", addr)
 	took := waitReady(t, p, addr)
 	t.Logf("first run ready in %s", took.Round(time.Millisecond))
 	checkAllInOne(t, addr)
+	if res := runTool(t, b.alpctl, hermeticEnv(), "--broker", "http://"+addr, "status"); res.code != 0 {
+		t.Errorf("alpctl status: exit code %d, want 0 (ready)", res.code)
+	} else if !strings.Contains(res.stdout, "READY") {
+		t.Errorf("alpctl status printed no READY:\n%s", res.stdout)
+	}
+	res, hops := alpctlTrace(t, b, addr, "--operator-token", token)
+	checkTrace(t, res, hops, "")
+	var vias []string
+	for _, h := range hops {
+		vias = append(vias, h.Service+" via "+h.Via)
+	}
+	t.Logf("alpctl trace: %s", strings.Join(vias, ", "))
 	if msgs := p.logMessages(); !slices.Contains(msgs, "key generated") {
 		t.Errorf("first run on an empty data dir logged no \"key generated\"; messages: %q", msgs)
 	}
@@ -38,7 +60,7 @@ func TestAllInOne(t *testing.T) {
 
 	// Second run: same data directory; keys and streams are reused.
 	addr = freeAddr(t)
-	p = startProc(t, "alpd (second run)", alpd, env, "--data-dir", dataDir, "--http-addr", addr)
+	p = startProc(t, "alpd (second run)", alpd, env, "--config", configFile, "--data-dir", dataDir, "--http-addr", addr)
 	took = waitReady(t, p, addr)
 	t.Logf("second run ready in %s", took.Round(time.Millisecond))
 	checkAllInOne(t, addr)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,15 +46,23 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binaries builds alpd and nats-server once per package run and returns
-// their paths. It skips the test in -short mode.
-func binaries(t *testing.T) (alpd, natsServer string) {
+// bins are the paths of the binaries built for the run.
+type bins struct {
+	alpd, alpctl, natsServer string
+}
+
+// binaries builds alpd, alpctl and nats-server once per package run and
+// returns their paths. It skips the test in -short mode.
+func binaries(t *testing.T) bins {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (builds alpd and nats-server and runs them as processes)")
+		t.Skip("e2e: skipped in -short mode (builds alpd, alpctl and nats-server and runs them as processes)")
 	}
-	alpd = filepath.Join(binDir, "alpd")
-	natsServer = filepath.Join(binDir, "nats-server")
+	b := bins{
+		alpd:       filepath.Join(binDir, "alpd"),
+		alpctl:     filepath.Join(binDir, "alpctl"),
+		natsServer: filepath.Join(binDir, "nats-server"),
+	}
 	buildOnce.Do(func() {
 		goTool, err := exec.LookPath("go")
 		if err != nil {
@@ -61,26 +70,27 @@ func binaries(t *testing.T) (alpd, natsServer string) {
 			return
 		}
 		start := time.Now()
-		for _, b := range []struct{ out, pkg string }{
-			{alpd, "github.com/alpd-project/alpd/cmd/alpd"},
-			{natsServer, "github.com/nats-io/nats-server/v2"},
+		for _, x := range []struct{ out, pkg string }{
+			{b.alpd, "github.com/alpd-project/alpd/cmd/alpd"},
+			{b.alpctl, "github.com/alpd-project/alpd/cmd/alpctl"},
+			{b.natsServer, "github.com/nats-io/nats-server/v2"},
 		} {
 			ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-			cmd := exec.CommandContext(ctx, goTool, "build", "-o", b.out, b.pkg)
+			cmd := exec.CommandContext(ctx, goTool, "build", "-o", x.out, x.pkg)
 			cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 			out, err := cmd.CombinedOutput()
 			cancel()
 			if err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+				buildErr = fmt.Errorf("go build %s: %v\n%s", x.pkg, err, out)
 				return
 			}
 		}
-		fmt.Fprintf(os.Stderr, "e2e: built alpd and nats-server in %s\n", time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "e2e: built alpd, alpctl and nats-server in %s\n", time.Since(start).Round(time.Millisecond))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return alpd, natsServer
+	return b
 }
 
 // freeAddrs returns n distinct loopback host:port addresses that were free a
@@ -133,12 +143,12 @@ type proc struct {
 	done   chan struct{}
 }
 
-// hermeticEnv is the test's environment without any ALPD_* variable, plus
-// extra ("KEY=value").
+// hermeticEnv is the test's environment without any ALPD_* or ALPCTL_*
+// variable, plus extra ("KEY=value").
 func hermeticEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ALPD_") {
+		if !strings.HasPrefix(kv, "ALPD_") && !strings.HasPrefix(kv, "ALPCTL_") {
 			env = append(env, kv)
 		}
 	}
@@ -322,4 +332,53 @@ type readyz struct {
 		Subjects   []string `json:"subjects"`
 		AppendOnly bool     `json:"append_only"`
 	} `json:"streams"`
+}
+
+// logRecords returns the JSON log lines of the process whose "msg" is msg,
+// decoded.
+func (p *proc) logRecords(msg string) []map[string]any {
+	var recs []map[string]any
+	for line := range strings.SplitSeq(p.output.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
+			recs = append(recs, rec)
+		}
+	}
+	return recs
+}
+
+// toolTimeout bounds one run of a command-line tool (alpctl).
+const toolTimeout = 30 * time.Second
+
+// toolResult is the outcome of a command that ran to its end.
+type toolResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runTool runs bin with args and env to its end (at most toolTimeout) and
+// returns its output and exit code; it fails the test only if the command
+// could not be run at all. The output is logged when the test fails.
+func runTool(t *testing.T, bin string, env []string, args ...string) toolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), toolTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) || ctx.Err() != nil {
+		t.Fatalf("run %s %s: %v (context: %v)\nstdout:\n%s\nstderr:\n%s", filepath.Base(bin), strings.Join(args, " "), err, ctx.Err(), &stdout, &stderr)
+	}
+	res := toolResult{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+	line := filepath.Base(bin) + " " + strings.Join(args, " ")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("---- %s: exit code %d ----\nstdout:\n%sstderr:\n%s---- end ----", line, res.code, res.stdout, res.stderr)
+		}
+	})
+	return res
 }

@@ -9,7 +9,7 @@ import (
 // TestStartErrors checks that alpd refuses a bad start quickly, with the
 // documented exit code and a message naming what is wrong.
 func TestStartErrors(t *testing.T) {
-	alpd, _ := binaries(t)
+	alpd := binaries(t).alpd
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -1,10 +1,10 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/alpd-project/alpd/broker"
@@ -26,97 +26,77 @@ import (
 	ledgerv1 "github.com/alpd-project/alpd/gen/alp/ledger/v1"
 	policyv1 "github.com/alpd-project/alpd/gen/alp/policy/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/config"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/mtls"
+)
+
+// Split mode's tenant, broker name (NATS namespace) and operator.
+const (
+	splitTenant   = "example.org"
+	splitBroker   = "alpd"
+	splitOperator = "e2e-operator"
+)
+
+// The process whose operator endpoints are rate-limited tightly, and its
+// limits: every other process keeps the defaults.
+const (
+	rateLimitedService = "policy"
+	tightTraceBurst    = 3
+	tightTracePerMin   = 1
 )
 
 // splitService is one `alpd <service>` process of the split-mode test.
 type splitService struct {
-	name     string
-	role     alpv1.Role
-	api      string // gRPC API name, as registered with the health service
-	httpAddr string
-	grpcAddr string
-	proc     *proc
-	conn     *grpc.ClientConn
+	name       string
+	role       alpv1.Role
+	api        string // gRPC API name, as registered with the health service
+	httpAddr   string
+	grpcAddr   string
+	configFile string
+	proc       *proc
+	conn       *grpc.ClientConn // dialled with the operator's certificate
+}
+
+// splitCluster is a split-mode broker set up as in production: a
+// nats-server from `alpctl nats-config` (TLS required, one nkey user per
+// role), role certificates from `alpctl certs`, mutual TLS between the
+// services and an operator from `alpctl operator-token`.
+type splitCluster struct {
+	bins     bins
+	dir      string // the test's scratch directory
+	certs    string // alpctl certs --out
+	natsDir  string // alpctl nats-config --out: nats-server.conf, <role>.nk
+	natsAddr string
+	natsURL  string
+	ns       *proc
+	dataDir  string // shared by the six processes (keystore file)
+	env      []string
+	token    string
+	operator config.Operator
+	svcs     []*splitService
+	byName   map[string]*splitService
 }
 
 // TestSplitMode runs each service in its own process against an external
-// nats-server, sharing a data dir (keystore file) and a KEK, and talks to
-// each one over its own gRPC listener: standard health, Ping, and one
-// envelope chained through all six.
+// nats-server, all configured as in production: TLS to NATS with one nkey
+// user per service role, mutual TLS with role certificates between the
+// services, an operator allowed to trace. It talks to each service with the
+// operator's certificate (standard health, Ping, one envelope chained
+// through all six), runs `alpctl trace` over every transport, and checks
+// what must be refused: a method outside the caller's role, a certificate
+// from another CA, traces without a token or over the rate, a process
+// started with another role's certificate or without mTLS, and a NATS
+// publish outside the role's permissions.
 func TestSplitMode(t *testing.T) {
-	alpd, natsServer := binaries(t)
+	b := binaries(t)
 	testStart := time.Now()
+	c := startSplit(t, b)
+	t.Logf("split mode up in %s", time.Since(testStart).Round(time.Millisecond))
 
-	// nats-server with JetStream on loopback.
-	natsAddr := freeAddr(t)
-	_, natsPort, _ := strings.Cut(natsAddr, ":")
-	ns := startProc(t, "nats-server", natsServer, hermeticEnv(),
-		"-js", "-a", "127.0.0.1", "-p", natsPort, "-sd", t.TempDir())
-	waitTCP(t, ns, natsAddr, 15*time.Second)
-	natsURL := "nats://" + natsAddr
-
-	// One service per process; their addresses, picked all at once so they
-	// differ.
-	svcs := []*splitService{
-		{name: "identity", role: alpv1.Role_ROLE_IDENTITY, api: identityv1.IdentityService_ServiceDesc.ServiceName},
-		{name: "ingress", role: alpv1.Role_ROLE_INGRESS, api: ingressv1.IngressService_ServiceDesc.ServiceName},
-		{name: "policy", role: alpv1.Role_ROLE_POLICY, api: policyv1.PolicyService_ServiceDesc.ServiceName},
-		{name: "federation", role: alpv1.Role_ROLE_FEDERATION, api: federationv1.FederationService_ServiceDesc.ServiceName},
-		{name: "ledger", role: alpv1.Role_ROLE_LEDGER, api: ledgerv1.LedgerService_ServiceDesc.ServiceName},
-		{name: "approvals", role: alpv1.Role_ROLE_APPROVALS, api: approvalsv1.ApprovalsService_ServiceDesc.ServiceName},
-	}
-	addrs := freeAddrs(t, 2*len(svcs))
-	byName := map[string]*splitService{}
-	var peers strings.Builder
-	peers.WriteString("grpc:\n  insecure: true\n  peers:\n")
-	for i, s := range svcs {
-		s.httpAddr, s.grpcAddr = addrs[2*i], addrs[2*i+1]
-		byName[s.name] = s
-		fmt.Fprintf(&peers, "    %s: %q\n", s.name, s.grpcAddr)
-	}
-	dir := t.TempDir()
-	configFile := filepath.Join(dir, "alpd.yaml")
-	if err := os.WriteFile(configFile, []byte(peers.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dataDir := filepath.Join(dir, "data")
-	kek := make([]byte, 32)
-	_, _ = rand.Read(kek)
-	env := hermeticEnv("ALPD_TENANTS=example.org", "ALPD_KEK="+base64.StdEncoding.EncodeToString(kek))
-
-	start := func(s *splitService) {
-		s.proc = startProc(t, "alpd "+s.name, alpd, env, s.name,
-			"--config", configFile, "--data-dir", dataDir, "--nats-url", natsURL,
-			"--http-addr", s.httpAddr, "--grpc-addr", s.grpcAddr)
-	}
-
-	// Identity first: it provisions the tenant keys in the shared keystore
-	// file, which the others read when they start.
-	start(svcs[0])
-	took := waitReady(t, svcs[0].proc, svcs[0].httpAddr)
-	t.Logf("identity ready in %s", took.Round(time.Millisecond))
-	phase := time.Now()
-	for _, s := range svcs[1:] {
-		start(s)
-	}
-	for _, s := range svcs[1:] {
-		waitReady(t, s.proc, s.httpAddr)
-	}
-	t.Logf("the other five ready in %s", time.Since(phase).Round(time.Millisecond))
-
-	for _, s := range svcs {
-		conn, err := grpc.NewClient(s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatalf("%s: grpc.NewClient(%s): %v", s.name, s.grpcAddr, err)
-		}
-		s.conn = conn
-		t.Cleanup(func() { _ = conn.Close() })
-	}
-
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	for _, s := range svcs {
+	for _, s := range c.svcs {
 		t.Run("service="+s.name, func(t *testing.T) {
 			checkSplitReadyz(t, s)
 			for _, name := range []string{"", s.api} {
@@ -124,7 +104,7 @@ func TestSplitMode(t *testing.T) {
 			}
 			res, err := broker.Ping(ctx, s.conn, s.role, &alpv1.Envelope{})
 			if err != nil {
-				t.Fatalf("Ping: %v", err)
+				t.Fatalf("Ping with the operator's certificate: %v", err)
 			}
 			if !res.Ready || res.Service != s.name {
 				t.Errorf("Ping answered service %q, ready %v; want %q, ready", res.Service, res.Ready, s.name)
@@ -138,10 +118,9 @@ func TestSplitMode(t *testing.T) {
 
 	// One envelope through all six, in the order a message meets them.
 	t.Run("chain", func(t *testing.T) {
-		order := []string{"ingress", "policy", "federation", "ledger", "approvals", "identity"}
 		env := &alpv1.Envelope{}
-		for _, name := range order {
-			s := byName[name]
+		for _, name := range traceOrder {
+			s := c.byName[name]
 			res, err := broker.Ping(ctx, s.conn, s.role, env)
 			if err != nil {
 				t.Fatalf("Ping %s: %v", name, err)
@@ -156,8 +135,8 @@ func TestSplitMode(t *testing.T) {
 		for _, e := range trace {
 			got = append(got, e.GetService())
 		}
-		if strings.Join(got, ",") != strings.Join(order, ",") {
-			t.Fatalf("trace services = %q, want %q", got, order)
+		if strings.Join(got, ",") != strings.Join(traceOrder, ",") {
+			t.Fatalf("trace services = %q, want %q", got, traceOrder)
 		}
 		for i := 1; i < len(trace); i++ {
 			if prev, cur := trace[i-1].GetTrust(), trace[i].GetTrust(); cur > prev {
@@ -169,21 +148,198 @@ func TestSplitMode(t *testing.T) {
 		}
 	})
 
+	// The broker traceroute, as an operator runs it against ingress: over
+	// gRPC between the processes (mTLS, the ingress role's certificate)
+	// and over the probe subjects on NATS (the ingress role's user).
+	t.Run("alpctl", func(t *testing.T) {
+		ingress := c.byName["ingress"]
+		if res := runTool(t, b.alpctl, hermeticEnv(), "--broker", "http://"+ingress.httpAddr, "status"); res.code != 0 {
+			t.Errorf("alpctl status against ingress: exit code %d, want 0 (ready)", res.code)
+		}
+		for _, tc := range []struct{ via, want string }{
+			{"", broker.ViaGRPC}, // auto: every peer has a gRPC address
+			{broker.ViaBus, broker.ViaBus},
+			{broker.ViaGRPC, broker.ViaGRPC},
+		} {
+			args := []string{"--operator-token", c.token}
+			if tc.via != "" {
+				args = append(args, "--via", tc.via)
+			}
+			start := time.Now()
+			res, hops := alpctlTrace(t, b, ingress.httpAddr, args...)
+			t.Logf("alpctl trace --via %s: exit code %d in %s", cmp.Or(tc.via, "(default)"), res.code, time.Since(start).Round(time.Millisecond))
+			checkTrace(t, res, hops, tc.want)
+		}
+	})
+
+	t.Run("security", func(t *testing.T) { checkSplitSecurity(ctx, t, c) })
+
 	// SIGTERM every alpd at once; each must exit 0 within stopTimeout.
-	phase = time.Now()
+	phase := time.Now()
 	var wg sync.WaitGroup
-	for _, s := range svcs {
+	for _, s := range c.svcs {
 		wg.Go(func() { s.proc.stop(t) })
 	}
 	wg.Wait()
 	t.Logf("six alpd stopped in %s", time.Since(phase).Round(time.Millisecond))
-	for _, s := range svcs {
+	for _, s := range c.svcs {
 		if msgs := s.proc.logMessages(); !slices.Contains(msgs, "alpd stopped") {
 			t.Errorf("alpd %s: log has no \"alpd stopped\"", s.name)
 		}
 	}
-	ns.stop(t)
+	c.ns.stop(t)
 	t.Logf("split mode total %s", time.Since(testStart).Round(time.Millisecond))
+}
+
+// startSplit makes the certificates, the NATS configuration and the
+// operator token with alpctl, starts nats-server and the six services, and
+// waits until every service is ready and dialled with the operator's
+// certificate.
+func startSplit(t *testing.T, b bins) *splitCluster {
+	t.Helper()
+	dir := t.TempDir()
+	c := &splitCluster{
+		bins:    b,
+		dir:     dir,
+		certs:   filepath.Join(dir, "certs"),
+		natsDir: filepath.Join(dir, "nats"),
+		dataDir: filepath.Join(dir, "data"),
+		byName:  map[string]*splitService{},
+		svcs: []*splitService{
+			{name: "identity", role: alpv1.Role_ROLE_IDENTITY, api: identityv1.IdentityService_ServiceDesc.ServiceName},
+			{name: "ingress", role: alpv1.Role_ROLE_INGRESS, api: ingressv1.IngressService_ServiceDesc.ServiceName},
+			{name: "policy", role: alpv1.Role_ROLE_POLICY, api: policyv1.PolicyService_ServiceDesc.ServiceName},
+			{name: "federation", role: alpv1.Role_ROLE_FEDERATION, api: federationv1.FederationService_ServiceDesc.ServiceName},
+			{name: "ledger", role: alpv1.Role_ROLE_LEDGER, api: ledgerv1.LedgerService_ServiceDesc.ServiceName},
+			{name: "approvals", role: alpv1.Role_ROLE_APPROVALS, api: approvalsv1.ApprovalsService_ServiceDesc.ServiceName},
+		},
+	}
+	// Every address at once, so that they differ.
+	addrs := freeAddrs(t, 1+2*len(c.svcs))
+	c.natsAddr = addrs[0]
+	c.natsURL = "tls://" + c.natsAddr
+	for i, s := range c.svcs {
+		s.httpAddr, s.grpcAddr = addrs[1+2*i], addrs[2+2*i]
+		c.byName[s.name] = s
+	}
+
+	// Development CA, a certificate per role (the operator's too) and
+	// nats-server's.
+	if res := runTool(t, b.alpctl, hermeticEnv(), "certs", "--out", c.certs, "--hosts", "127.0.0.1,localhost", "--nats-server"); res.code != 0 {
+		t.Fatalf("alpctl certs: exit code %d", res.code)
+	}
+	srv := mtls.NATSServerFiles(c.certs)
+	if res := runTool(t, b.alpctl, hermeticEnv(), "nats-config",
+		"--tls-cert", srv.Cert, "--tls-key", srv.Key, "--tls-ca", srv.CA,
+		"--listen", c.natsAddr, "--store-dir", filepath.Join(dir, "jetstream"),
+		"--tenants", splitTenant, "--broker-name", splitBroker, "--out", c.natsDir); res.code != 0 {
+		t.Fatalf("alpctl nats-config: exit code %d", res.code)
+	}
+	c.token, c.operator = operatorToken(t, b, splitOperator)
+
+	c.ns = startProc(t, "nats-server", b.natsServer, hermeticEnv(), "-c", filepath.Join(c.natsDir, "nats-server.conf"))
+	waitTCP(t, c.ns, c.natsAddr, 15*time.Second)
+
+	kek := make([]byte, 32)
+	_, _ = rand.Read(kek)
+	c.env = hermeticEnv("ALPD_KEK=" + base64.StdEncoding.EncodeToString(kek))
+	for _, s := range c.svcs {
+		s.configFile = filepath.Join(dir, s.name+".yaml")
+		writeYAML(t, s.configFile, c.config(s, s.name, c.dataDir))
+	}
+	start := func(s *splitService) {
+		s.proc = startProc(t, "alpd "+s.name, b.alpd, c.env, s.name, "--config", s.configFile)
+	}
+
+	// Identity first: it provisions the tenant keys in the shared keystore
+	// file, which the others read when they start.
+	start(c.svcs[0])
+	took := waitReady(t, c.svcs[0].proc, c.svcs[0].httpAddr)
+	t.Logf("identity ready in %s", took.Round(time.Millisecond))
+	phase := time.Now()
+	for _, s := range c.svcs[1:] {
+		start(s)
+	}
+	for _, s := range c.svcs[1:] {
+		waitReady(t, s.proc, s.httpAddr)
+	}
+	t.Logf("the other five ready in %s", time.Since(phase).Round(time.Millisecond))
+
+	for _, s := range c.svcs {
+		s.conn = c.dial(t, alpv1.Role_ROLE_OPERATOR, s)
+	}
+	return c
+}
+
+// config is the configuration of service s's process, as an operator
+// writes it: its own NATS user (seed file) over TLS, the gRPC peers, the
+// mTLS files of role certRole ("" for no grpc.tls at all) and the operator.
+func (c *splitCluster) config(s *splitService, certRole, dataDir string) map[string]any {
+	peers := map[string]string{}
+	for _, p := range c.svcs {
+		peers[p.name] = p.grpcAddr
+	}
+	grpcConf := map[string]any{"listen": s.grpcAddr, "peers": peers}
+	if certRole != "" {
+		role, ok := mtls.RoleByName(certRole)
+		if !ok {
+			panic("no role " + certRole)
+		}
+		f := mtls.DevFiles(c.certs, role)
+		grpcConf["tls"] = map[string]string{"ca_file": f.CA, "cert_file": f.Cert, "key_file": f.Key}
+	}
+	ops := map[string]any{
+		"operators": []map[string]string{{"name": c.operator.Name, "token_sha256": c.operator.TokenSHA256}},
+	}
+	if s.name == rateLimitedService {
+		ops["trace_burst"] = tightTraceBurst
+		ops["trace_per_minute"] = tightTracePerMin
+	}
+	return map[string]any{
+		"broker":   map[string]any{"name": splitBroker, "tenants": []map[string]string{{"domain": splitTenant}}},
+		"data_dir": dataDir,
+		"http":     map[string]string{"addr": s.httpAddr},
+		"nats": map[string]any{
+			"urls":           []string{c.natsURL},
+			"nkey_seed_file": filepath.Join(c.natsDir, s.name+".nk"),
+			"tls":            map[string]string{"ca_file": filepath.Join(c.certs, mtls.CACertFile)},
+		},
+		"grpc": grpcConf,
+		"ops":  ops,
+	}
+}
+
+// dial connects to service s presenting role's development certificate and
+// requiring s's role in the server's.
+func (c *splitCluster) dial(t *testing.T, role alpv1.Role, s *splitService) *grpc.ClientConn {
+	t.Helper()
+	return dialFiles(t, mtls.DevFiles(c.certs, role), s)
+}
+
+func dialFiles(t *testing.T, files mtls.Files, s *splitService) *grpc.ClientConn {
+	t.Helper()
+	opt, err := mtls.DialOptionFor(files, s.role)
+	if err != nil {
+		t.Fatalf("mtls.DialOptionFor(%s, %s): %v", files.Cert, s.name, err)
+	}
+	conn, err := grpc.NewClient(s.grpcAddr, opt)
+	if err != nil {
+		t.Fatalf("%s: grpc.NewClient(%s): %v", s.name, s.grpcAddr, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// writeYAML writes v as a YAML file (0600).
+func writeYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // checkSplitReadyz checks that a split-mode process lists exactly its own
