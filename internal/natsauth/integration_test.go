@@ -27,6 +27,7 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/natstest"
@@ -345,6 +346,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	if again, err := lb.Append(ctx, "alp.ledger.example_org.p1", 0, ev); err != nil || again != first {
 		t.Fatalf("retried append = %d, %v; want %d", again, err, first)
 	}
+	checkIdentityProjection(t, conns)
 	for _, role := range startOrder {
 		conns[role].noErrors(t)
 	}
@@ -383,10 +385,82 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	fed.deniedPub(t, "$JS.API.STREAM.CREATE.KV_PERM_DATAKEYS")
 	pol.deniedPub(t, "$KV.PERM_DATAKEYS.example.org.p1") // policy only reads data keys
 	pol.deniedPub(t, "alp.deadletter.perm.ledger")       // only its own consumers' dead letters
+	// Readers of the identity projection create only ephemeral readers,
+	// and the other roles none.
+	ing.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY.PERM_MINE")
+	ing.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY.PERM_MINE.alp.identity.example_org.>")
+	ing.deniedPub(t, "$JS.API.CONSUMER.DELETE.PERM_IDENTITY.PERM_MINE")
+	ing.deniedPub(t, "$JS.ACK.PERM_IDENTITY.PERM_MINE.1.1.1.1.0")
+	led.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY")
+	pol.deniedPub(t, "$JS.API.CONSUMER.MSG.NEXT.PERM_IDENTITY.x")
 
 	// The refused publish on federation's subject stored nothing.
 	if n, err := streamMsgs(fed.js(t), "PERM_INBOUND"); err != nil || n != 0 {
 		t.Fatalf("PERM_INBOUND holds %d messages (%v)", n, err)
+	}
+}
+
+// checkIdentityProjection opens the identity projection
+// (internal/identitystore) under the identity, ingress and approvals users:
+// identity's commands are seen by the others, which stay fresh. The
+// ephemeral create API they may use refuses a durable consumer.
+func checkIdentityProjection(t *testing.T, conns map[string]*conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stores := map[string]*identitystore.Store{}
+	for _, role := range []string{"identity", "ingress", "approvals"} {
+		b, err := bus.New(conns[role].nc, bus.Options{Namespace: "perm"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := identitystore.Open(ctx, b, conns[role].user.Tenants, nil)
+		if err != nil {
+			t.Fatalf("%s opens the identity projection under its own user: %v", role, err)
+		}
+		t.Cleanup(s.Close)
+		stores[role] = s
+	}
+	id := stores["identity"]
+	const tenant = "example.org"
+	p, err := id.BindPerson(ctx, tenant, "https://idp.example.org", "sub-1", "ana@example.org", []string{"staff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second sign-in of the account finds the same person.
+	if q, err := id.BindPerson(ctx, tenant, "https://idp.example.org", "sub-1", "ana@example.org", nil); err != nil || q.ID != p.ID {
+		t.Fatalf("second sign-in: %+v, %v", q, err)
+	}
+	c, err := id.RegisterClient(ctx, identitystore.ClientSpec{Tenant: tenant, ClientID: "https://agent.example/client.json",
+		Kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_CIMD, RedirectURIs: []string{"http://127.0.0.1:7777/cb"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := id.IssueGrant(ctx, identitystore.GrantSpec{Tenant: tenant, PersonID: p.ID, ClientID: c.ID, AgentID: "agent-1",
+		RefreshSHA256: identitystore.HashSecret("rt-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := id.RevokeGrant(ctx, tenant, g.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{"ingress", "approvals"} {
+		waitFor(t, 10*time.Second, func() error {
+			if revoked, _ := stores[role].Revoked(tenant, p.ID, g.ID, time.Now()); !revoked {
+				return errors.New(role + " has not seen the revocation")
+			}
+			return stores[role].Fresh(5 * time.Second)
+		})
+	}
+	// The ephemeral form of the create API refuses a durable.
+	req := `{"stream_name":"PERM_IDENTITY","config":{"durable_name":"PERM_MINE","deliver_policy":"all","ack_policy":"explicit"}}`
+	msg, err := conns["ingress"].nc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY", []byte(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(msg.Data), `"err_code":10020`) { // consumer expected to be ephemeral
+
+		t.Fatalf("a durable consumer was created through the ephemeral API: %s", msg.Data)
 	}
 }
 

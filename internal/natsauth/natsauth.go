@@ -122,6 +122,11 @@ type Use struct {
 	Consumes []string
 	// Consumers are the role's durable consumers.
 	Consumers []Consumer
+	// Reads are the streams (by name without namespace) the role follows
+	// with ephemeral ordered readers to build a projection
+	// (internal/identitystore): it may create ephemeral consumers on them,
+	// look them up and pull from them, nothing else.
+	Reads []string
 	// Shared are streams every consumer of the broker creates and
 	// publishes to (the dead-letter stream), by name without namespace.
 	Shared []string
@@ -134,6 +139,17 @@ type Use struct {
 // (each role started with only its own NATS user) fails until it does.
 var consumers = map[alpv1.Role][]Consumer{
 	alpv1.Role_ROLE_POLICY: {{Durable: "policy", Stream: streams.PolicyWork}},
+}
+
+// readers lists the roles that keep a projection of a stream they do not
+// consume through a durable consumer. The identity state
+// (internal/identitystore) is followed by identity itself (its commands
+// wait for their own events), by ingress (token revocation checks, fail
+// closed when stale) and by approvals (people signing in to decide).
+var readers = map[alpv1.Role][]string{
+	alpv1.Role_ROLE_IDENTITY:  {streams.Identity},
+	alpv1.Role_ROLE_INGRESS:   {streams.Identity},
+	alpv1.Role_ROLE_APPROVALS: {streams.Identity},
 }
 
 // dataKeyAccess is what the roles that seal, open or erase message bodies
@@ -175,7 +191,7 @@ func UseOf(role alpv1.Role) (Use, bool) {
 }
 
 func useOf(role alpv1.Role) Use {
-	u := Use{Role: role, Consumers: slices.Clone(consumers[role])}
+	u := Use{Role: role, Consumers: slices.Clone(consumers[role]), Reads: slices.Clone(readers[role])}
 	for _, s := range streams.Table() {
 		if s.Owner != role {
 			continue
@@ -200,6 +216,11 @@ func useOf(role alpv1.Role) Use {
 			if !slices.Contains(u.Consumes, k) {
 				u.Consumes = append(u.Consumes, k)
 			}
+		}
+	}
+	for _, r := range u.Reads {
+		if s, _ := streams.ByName(r); s.Kind != "" && !slices.Contains(u.Consumes, s.Kind) {
+			u.Consumes = append(u.Consumes, s.Kind)
 		}
 	}
 	if len(u.Consumers) > 0 {

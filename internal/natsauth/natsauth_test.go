@@ -46,6 +46,11 @@ func TestTableFollowsStreams(t *testing.T) {
 				t.Errorf("%s consumer %s reads unknown stream %s", u.Role, c.Durable, c.Stream)
 			}
 		}
+		for _, r := range u.Reads {
+			if st, ok := streams.ByName(r); !ok || st.Kind == "" {
+				t.Errorf("%s keeps a projection of %s, which is not an event log of the table", u.Role, r)
+			}
+		}
 		hasSeen := slices.ContainsFunc(u.Buckets, func(b Bucket) bool { return b.Name == SeenBucket })
 		if (len(u.Consumers) > 0) != hasSeen || (len(u.Consumers) > 0) != slices.Contains(u.Shared, bus.DeadLetterStream) {
 			t.Errorf("%s: consumers %v, but seen-set %v and dead letters %v", u.Role, u.Consumers, hasSeen, u.Shared)
@@ -112,6 +117,10 @@ func TestPermissionsStayInTheirLane(t *testing.T) {
 					t.Errorf("%s may publish %s", name, s)
 				}
 			case s == "$JS.API.INFO" || s == "$JS.API.STREAM.NAMES":
+			case readerStream(s) != "":
+				if !slices.Contains(u.Reads, readerStream(s)) {
+					t.Errorf("%s may read %s without keeping a projection of it", name, s)
+				}
 			case strings.HasPrefix(s, "$JS.API.") || strings.HasPrefix(s, "$JS.ACK."):
 				if !strings.Contains(s, ".ACME_") && !strings.Contains(s, ".KV_ACME_") {
 					t.Errorf("%s may use %s, outside its broker", name, s)
@@ -147,6 +156,47 @@ func TestPermissionsStayInTheirLane(t *testing.T) {
 	if !slices.Contains(ing.Publish, "$KV.ACME_DATAKEYS.b.example.*") {
 		t.Errorf("ingress cannot create data keys: %v", ing.Publish)
 	}
+	// The identity projection: identity, ingress and approvals follow the
+	// identity stream with ephemeral readers, and may do nothing else with
+	// consumers of that stream (no named or durable consumer, no ack, no
+	// delete); the other roles may not read it at all.
+	reader := []string{
+		"$JS.API.CONSUMER.CREATE.ACME_IDENTITY",
+		"$JS.API.CONSUMER.INFO.ACME_IDENTITY.*",
+		"$JS.API.CONSUMER.MSG.NEXT.ACME_IDENTITY.*",
+	}
+	for _, u := range Table() {
+		p, _ := PermissionsFor("acme", tenants, u.Role)
+		var got []string
+		for _, s := range p.Publish {
+			if strings.Contains(s, "ACME_IDENTITY") && strings.Contains(s, ".CONSUMER.") || strings.HasPrefix(s, "$JS.ACK.ACME_IDENTITY") {
+				got = append(got, s)
+			}
+		}
+		want := []string(nil)
+		if slices.Contains([]alpv1.Role{alpv1.Role_ROLE_IDENTITY, alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_APPROVALS}, u.Role) {
+			want = reader
+			if !slices.Contains(u.Consumes, "identity") {
+				t.Errorf("%s reads the identity stream but the table does not say so: %v", u.Role, u.Consumes)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: identity stream consumer rights %v, want %v", u.Role, got, want)
+		}
+	}
+}
+
+// readerStream is the stream (without namespace) whose projection reader
+// may use API subject s of broker acme, or "".
+func readerStream(s string) string {
+	for _, st := range streams.Table() {
+		n := bus.StreamName("acme", st.Name)
+		switch s {
+		case "$JS.API.CONSUMER.CREATE." + n, "$JS.API.CONSUMER.INFO." + n + ".*", "$JS.API.CONSUMER.MSG.NEXT." + n + ".*":
+			return st.Name
+		}
+	}
+	return ""
 }
 
 func TestPermissionsForRejects(t *testing.T) {

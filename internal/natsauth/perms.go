@@ -163,6 +163,16 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 		allow(&pub, why+": ack, nak, term", "%s%s.%s.>", jsAck, st, cn)
 		allow(&pub, why+": its dead letters", "%s.deadletter.%s.%s", bus.SubjectPrefix, ns, c.Durable)
 	}
+	for _, r := range u.Reads {
+		st := NS(r)
+		why := "projection of `" + st + "` (identitystore reader)"
+		// The ephemeral form of the create API (no consumer name in the
+		// subject): the server refuses a durable there, and removes the
+		// reader once it stops pulling. Readers cannot delete consumers.
+		allow(&pub, why+": create an ephemeral ordered reader", "%sCONSUMER.CREATE.%s", jsAPI, st)
+		allow(&pub, why+": look its reader up", "%sCONSUMER.INFO.%s.*", jsAPI, st)
+		allow(&pub, why+": pull", "%sCONSUMER.MSG.NEXT.%s.*", jsAPI, st)
+	}
 	for _, s := range u.Shared {
 		st := NS(s)
 		for _, op := range []string{"INFO", "CREATE", "UPDATE"} {

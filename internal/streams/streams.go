@@ -39,6 +39,19 @@ const (
 	PolicyWork = "policy_work"
 )
 
+// IdentityKinds are the event bodies the identity stream carries: key
+// lifecycle, erasure tombstones and the identity state of
+// internal/identitystore (people, clients, grants, tokens, revocations).
+func IdentityKinds() []string {
+	return []string{
+		"key_lifecycle", "data_key_destroyed",
+		"person_bound", "person_updated", "person_agents_revoked",
+		"client_registered", "vendor_attestation_bound",
+		"grant_issued", "refresh_token_rotated", "grant_revoked",
+		"personal_access_token_issued", "personal_access_token_revoked",
+	}
+}
+
 // Stream describes one stream of the table.
 type Stream struct {
 	Name  string
@@ -73,7 +86,7 @@ func Table() []Stream {
 		{Name: Outbox, Owner: alpv1.Role_ROLE_FEDERATION, Kind: "outbox", EventKinds: []string{"decided"},
 			Retention: jetstream.WorkQueuePolicy, MaxAge: work,
 			Description: "Federation outbox: envelopes waiting to be sent to remote brokers (work queue)."},
-		{Name: Identity, Owner: alpv1.Role_ROLE_IDENTITY, Kind: "identity", EventKinds: []string{"key_lifecycle", "data_key_destroyed"},
+		{Name: Identity, Owner: alpv1.Role_ROLE_IDENTITY, Kind: "identity", EventKinds: IdentityKinds(),
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
 			Description: "Identity state: people, agents, clients, grants, revocations, public keys and key lifecycle."},
 		{Name: Ledger, Owner: alpv1.Role_ROLE_LEDGER, Kind: "ledger",

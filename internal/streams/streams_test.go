@@ -1,8 +1,11 @@
 package streams
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 )
@@ -16,6 +19,8 @@ func event(kind string, role alpv1.Role) *alpv1.Event {
 		ev.Body = &alpv1.Event_Decided{Decided: &alpv1.Decided{}}
 	case "key_lifecycle":
 		ev.Body = &alpv1.Event_KeyLifecycle{KeyLifecycle: &alpv1.KeyLifecycle{}}
+	case "grant_revoked":
+		ev.Body = &alpv1.Event_GrantRevoked{GrantRevoked: &alpv1.GrantRevoked{}}
 	}
 	return ev
 }
@@ -30,6 +35,9 @@ func TestCheckProducer(t *testing.T) {
 		{"alp.send.example_org.p1", "send_requested", alpv1.Role_ROLE_INGRESS, ""},
 		{"alp.decided.example_org.p1", "decided", alpv1.Role_ROLE_POLICY, ""},
 		{"alp.identity.example_org.keys.k1", "key_lifecycle", alpv1.Role_ROLE_IDENTITY, ""},
+		{"alp.identity.example_org.grant.g1", "grant_revoked", alpv1.Role_ROLE_IDENTITY, ""},
+		// Ingress may not revoke grants, even if it could publish there.
+		{"alp.identity.example_org.grant.g1", "grant_revoked", alpv1.Role_ROLE_INGRESS, "only ROLE_IDENTITY"},
 		// Policy claims to be ingress on ingress's subject (it cannot publish
 		// there, and if it could the claim would still not match the owner).
 		{"alp.send.example_org.p1", "send_requested", alpv1.Role_ROLE_POLICY, "only ROLE_INGRESS"},
@@ -75,6 +83,27 @@ func TestTableIsConsistent(t *testing.T) {
 		}
 		if s.AppendOnly && (!spec.DenyDelete || !spec.DenyPurge) {
 			t.Errorf("%s is append-only without deny flags", s.Name)
+		}
+	}
+}
+
+// TestEventKindsAreBodies: every kind a stream carries is a body of
+// alp.v1.Event (a typo would make CheckProducer refuse every such event).
+func TestEventKindsAreBodies(t *testing.T) {
+	body := (&alpv1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("body")
+	for _, s := range Table() {
+		for _, k := range s.EventKinds {
+			if fd := body.Fields().ByName(protoreflect.Name(k)); fd == nil {
+				t.Errorf("stream %s carries %q, which is not a body of alp.v1.Event", s.Name, k)
+			}
+		}
+	}
+	identity, _ := ByName(Identity)
+	for _, k := range []string{"person_bound", "person_updated", "person_agents_revoked", "client_registered",
+		"vendor_attestation_bound", "grant_issued", "refresh_token_rotated", "grant_revoked",
+		"personal_access_token_issued", "personal_access_token_revoked"} {
+		if !slices.Contains(identity.EventKinds, k) {
+			t.Errorf("the identity stream does not carry %s", k)
 		}
 	}
 }

@@ -487,6 +487,16 @@ type Event struct {
 	//	*Event_Decided
 	//	*Event_KeyLifecycle
 	//	*Event_DataKeyDestroyed
+	//	*Event_PersonBound
+	//	*Event_PersonUpdated
+	//	*Event_ClientRegistered
+	//	*Event_VendorAttestationBound
+	//	*Event_GrantIssued
+	//	*Event_RefreshTokenRotated
+	//	*Event_GrantRevoked
+	//	*Event_PersonAgentsRevoked
+	//	*Event_PersonalAccessTokenIssued
+	//	*Event_PersonalAccessTokenRevoked
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -572,6 +582,96 @@ func (x *Event) GetDataKeyDestroyed() *DataKeyDestroyed {
 	return nil
 }
 
+func (x *Event) GetPersonBound() *PersonBound {
+	if x != nil {
+		if x, ok := x.Body.(*Event_PersonBound); ok {
+			return x.PersonBound
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetPersonUpdated() *PersonUpdated {
+	if x != nil {
+		if x, ok := x.Body.(*Event_PersonUpdated); ok {
+			return x.PersonUpdated
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetClientRegistered() *ClientRegistered {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ClientRegistered); ok {
+			return x.ClientRegistered
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetVendorAttestationBound() *VendorAttestationBound {
+	if x != nil {
+		if x, ok := x.Body.(*Event_VendorAttestationBound); ok {
+			return x.VendorAttestationBound
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetGrantIssued() *GrantIssued {
+	if x != nil {
+		if x, ok := x.Body.(*Event_GrantIssued); ok {
+			return x.GrantIssued
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetRefreshTokenRotated() *RefreshTokenRotated {
+	if x != nil {
+		if x, ok := x.Body.(*Event_RefreshTokenRotated); ok {
+			return x.RefreshTokenRotated
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetGrantRevoked() *GrantRevoked {
+	if x != nil {
+		if x, ok := x.Body.(*Event_GrantRevoked); ok {
+			return x.GrantRevoked
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetPersonAgentsRevoked() *PersonAgentsRevoked {
+	if x != nil {
+		if x, ok := x.Body.(*Event_PersonAgentsRevoked); ok {
+			return x.PersonAgentsRevoked
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetPersonalAccessTokenIssued() *PersonalAccessTokenIssued {
+	if x != nil {
+		if x, ok := x.Body.(*Event_PersonalAccessTokenIssued); ok {
+			return x.PersonalAccessTokenIssued
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetPersonalAccessTokenRevoked() *PersonalAccessTokenRevoked {
+	if x != nil {
+		if x, ok := x.Body.(*Event_PersonalAccessTokenRevoked); ok {
+			return x.PersonalAccessTokenRevoked
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -592,6 +692,47 @@ type Event_DataKeyDestroyed struct {
 	DataKeyDestroyed *DataKeyDestroyed `protobuf:"bytes,13,opt,name=data_key_destroyed,json=dataKeyDestroyed,oneof"`
 }
 
+type Event_PersonBound struct {
+	// Identity state (alp/v1/identity.proto).
+	PersonBound *PersonBound `protobuf:"bytes,14,opt,name=person_bound,json=personBound,oneof"`
+}
+
+type Event_PersonUpdated struct {
+	PersonUpdated *PersonUpdated `protobuf:"bytes,15,opt,name=person_updated,json=personUpdated,oneof"`
+}
+
+type Event_ClientRegistered struct {
+	ClientRegistered *ClientRegistered `protobuf:"bytes,16,opt,name=client_registered,json=clientRegistered,oneof"`
+}
+
+type Event_VendorAttestationBound struct {
+	VendorAttestationBound *VendorAttestationBound `protobuf:"bytes,17,opt,name=vendor_attestation_bound,json=vendorAttestationBound,oneof"`
+}
+
+type Event_GrantIssued struct {
+	GrantIssued *GrantIssued `protobuf:"bytes,18,opt,name=grant_issued,json=grantIssued,oneof"`
+}
+
+type Event_RefreshTokenRotated struct {
+	RefreshTokenRotated *RefreshTokenRotated `protobuf:"bytes,19,opt,name=refresh_token_rotated,json=refreshTokenRotated,oneof"`
+}
+
+type Event_GrantRevoked struct {
+	GrantRevoked *GrantRevoked `protobuf:"bytes,20,opt,name=grant_revoked,json=grantRevoked,oneof"`
+}
+
+type Event_PersonAgentsRevoked struct {
+	PersonAgentsRevoked *PersonAgentsRevoked `protobuf:"bytes,21,opt,name=person_agents_revoked,json=personAgentsRevoked,oneof"`
+}
+
+type Event_PersonalAccessTokenIssued struct {
+	PersonalAccessTokenIssued *PersonalAccessTokenIssued `protobuf:"bytes,22,opt,name=personal_access_token_issued,json=personalAccessTokenIssued,oneof"`
+}
+
+type Event_PersonalAccessTokenRevoked struct {
+	PersonalAccessTokenRevoked *PersonalAccessTokenRevoked `protobuf:"bytes,23,opt,name=personal_access_token_revoked,json=personalAccessTokenRevoked,oneof"`
+}
+
 func (*Event_SendRequested) isEvent_Body() {}
 
 func (*Event_Decided) isEvent_Body() {}
@@ -599,6 +740,26 @@ func (*Event_Decided) isEvent_Body() {}
 func (*Event_KeyLifecycle) isEvent_Body() {}
 
 func (*Event_DataKeyDestroyed) isEvent_Body() {}
+
+func (*Event_PersonBound) isEvent_Body() {}
+
+func (*Event_PersonUpdated) isEvent_Body() {}
+
+func (*Event_ClientRegistered) isEvent_Body() {}
+
+func (*Event_VendorAttestationBound) isEvent_Body() {}
+
+func (*Event_GrantIssued) isEvent_Body() {}
+
+func (*Event_RefreshTokenRotated) isEvent_Body() {}
+
+func (*Event_GrantRevoked) isEvent_Body() {}
+
+func (*Event_PersonAgentsRevoked) isEvent_Body() {}
+
+func (*Event_PersonalAccessTokenIssued) isEvent_Body() {}
+
+func (*Event_PersonalAccessTokenRevoked) isEvent_Body() {}
 
 // SendRequested: an agent asked its broker to send a typed message.
 type SendRequested struct {
@@ -965,7 +1126,7 @@ var File_alp_v1_events_proto protoreflect.FileDescriptor
 
 const file_alp_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x13alp/v1/events.proto\x12\x06alp.v1\x1a\x15alp/v1/envelope.proto\x1a\x1fgoogle/protobuf/timestamp.proto\">\n" +
+	"\x13alp/v1/events.proto\x12\x06alp.v1\x1a\x15alp/v1/envelope.proto\x1a\x15alp/v1/identity.proto\x1a\x1fgoogle/protobuf/timestamp.proto\">\n" +
 	"\x05Actor\x12%\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x11.alp.v1.ActorKindR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\xd5\x02\n" +
@@ -978,14 +1139,24 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x05actor\x18\x06 \x01(\v2\r.alp.v1.ActorR\x05actor\x12\x16\n" +
 	"\x06tenant\x18\a \x01(\tR\x06tenant\x121\n" +
 	"\rproducer_role\x18\b \x01(\x0e2\f.alp.v1.RoleR\fproducerRole\x126\n" +
-	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xb0\x02\n" +
+	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xbb\b\n" +
 	"\x05Event\x12+\n" +
 	"\x06header\x18\x01 \x01(\v2\x13.alp.v1.EventHeaderR\x06header\x12>\n" +
 	"\x0esend_requested\x18\n" +
 	" \x01(\v2\x15.alp.v1.SendRequestedH\x00R\rsendRequested\x12+\n" +
 	"\adecided\x18\v \x01(\v2\x0f.alp.v1.DecidedH\x00R\adecided\x12;\n" +
 	"\rkey_lifecycle\x18\f \x01(\v2\x14.alp.v1.KeyLifecycleH\x00R\fkeyLifecycle\x12H\n" +
-	"\x12data_key_destroyed\x18\r \x01(\v2\x18.alp.v1.DataKeyDestroyedH\x00R\x10dataKeyDestroyedB\x06\n" +
+	"\x12data_key_destroyed\x18\r \x01(\v2\x18.alp.v1.DataKeyDestroyedH\x00R\x10dataKeyDestroyed\x128\n" +
+	"\fperson_bound\x18\x0e \x01(\v2\x13.alp.v1.PersonBoundH\x00R\vpersonBound\x12>\n" +
+	"\x0eperson_updated\x18\x0f \x01(\v2\x15.alp.v1.PersonUpdatedH\x00R\rpersonUpdated\x12G\n" +
+	"\x11client_registered\x18\x10 \x01(\v2\x18.alp.v1.ClientRegisteredH\x00R\x10clientRegistered\x12Z\n" +
+	"\x18vendor_attestation_bound\x18\x11 \x01(\v2\x1e.alp.v1.VendorAttestationBoundH\x00R\x16vendorAttestationBound\x128\n" +
+	"\fgrant_issued\x18\x12 \x01(\v2\x13.alp.v1.GrantIssuedH\x00R\vgrantIssued\x12Q\n" +
+	"\x15refresh_token_rotated\x18\x13 \x01(\v2\x1b.alp.v1.RefreshTokenRotatedH\x00R\x13refreshTokenRotated\x12;\n" +
+	"\rgrant_revoked\x18\x14 \x01(\v2\x14.alp.v1.GrantRevokedH\x00R\fgrantRevoked\x12Q\n" +
+	"\x15person_agents_revoked\x18\x15 \x01(\v2\x1b.alp.v1.PersonAgentsRevokedH\x00R\x13personAgentsRevoked\x12d\n" +
+	"\x1cpersonal_access_token_issued\x18\x16 \x01(\v2!.alp.v1.PersonalAccessTokenIssuedH\x00R\x19personalAccessTokenIssued\x12g\n" +
+	"\x1dpersonal_access_token_revoked\x18\x17 \x01(\v2\".alp.v1.PersonalAccessTokenRevokedH\x00R\x1apersonalAccessTokenRevokedB\x06\n" +
 	"\x04body\"\x90\x01\n" +
 	"\rSendRequested\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12'\n" +
@@ -1066,21 +1237,31 @@ func file_alp_v1_events_proto_rawDescGZIP() []byte {
 var file_alp_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_alp_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_alp_v1_events_proto_goTypes = []any{
-	(Role)(0),                     // 0: alp.v1.Role
-	(ActorKind)(0),                // 1: alp.v1.ActorKind
-	(Outcome)(0),                  // 2: alp.v1.Outcome
-	(KeyPurpose)(0),               // 3: alp.v1.KeyPurpose
-	(KeyState)(0),                 // 4: alp.v1.KeyState
-	(*Actor)(nil),                 // 5: alp.v1.Actor
-	(*EventHeader)(nil),           // 6: alp.v1.EventHeader
-	(*Event)(nil),                 // 7: alp.v1.Event
-	(*SendRequested)(nil),         // 8: alp.v1.SendRequested
-	(*Reason)(nil),                // 9: alp.v1.Reason
-	(*Decided)(nil),               // 10: alp.v1.Decided
-	(*KeyLifecycle)(nil),          // 11: alp.v1.KeyLifecycle
-	(*DataKeyDestroyed)(nil),      // 12: alp.v1.DataKeyDestroyed
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*Envelope)(nil),              // 14: alp.v1.Envelope
+	(Role)(0),                          // 0: alp.v1.Role
+	(ActorKind)(0),                     // 1: alp.v1.ActorKind
+	(Outcome)(0),                       // 2: alp.v1.Outcome
+	(KeyPurpose)(0),                    // 3: alp.v1.KeyPurpose
+	(KeyState)(0),                      // 4: alp.v1.KeyState
+	(*Actor)(nil),                      // 5: alp.v1.Actor
+	(*EventHeader)(nil),                // 6: alp.v1.EventHeader
+	(*Event)(nil),                      // 7: alp.v1.Event
+	(*SendRequested)(nil),              // 8: alp.v1.SendRequested
+	(*Reason)(nil),                     // 9: alp.v1.Reason
+	(*Decided)(nil),                    // 10: alp.v1.Decided
+	(*KeyLifecycle)(nil),               // 11: alp.v1.KeyLifecycle
+	(*DataKeyDestroyed)(nil),           // 12: alp.v1.DataKeyDestroyed
+	(*timestamppb.Timestamp)(nil),      // 13: google.protobuf.Timestamp
+	(*PersonBound)(nil),                // 14: alp.v1.PersonBound
+	(*PersonUpdated)(nil),              // 15: alp.v1.PersonUpdated
+	(*ClientRegistered)(nil),           // 16: alp.v1.ClientRegistered
+	(*VendorAttestationBound)(nil),     // 17: alp.v1.VendorAttestationBound
+	(*GrantIssued)(nil),                // 18: alp.v1.GrantIssued
+	(*RefreshTokenRotated)(nil),        // 19: alp.v1.RefreshTokenRotated
+	(*GrantRevoked)(nil),               // 20: alp.v1.GrantRevoked
+	(*PersonAgentsRevoked)(nil),        // 21: alp.v1.PersonAgentsRevoked
+	(*PersonalAccessTokenIssued)(nil),  // 22: alp.v1.PersonalAccessTokenIssued
+	(*PersonalAccessTokenRevoked)(nil), // 23: alp.v1.PersonalAccessTokenRevoked
+	(*Envelope)(nil),                   // 24: alp.v1.Envelope
 }
 var file_alp_v1_events_proto_depIdxs = []int32{
 	1,  // 0: alp.v1.Actor.kind:type_name -> alp.v1.ActorKind
@@ -1092,19 +1273,29 @@ var file_alp_v1_events_proto_depIdxs = []int32{
 	10, // 6: alp.v1.Event.decided:type_name -> alp.v1.Decided
 	11, // 7: alp.v1.Event.key_lifecycle:type_name -> alp.v1.KeyLifecycle
 	12, // 8: alp.v1.Event.data_key_destroyed:type_name -> alp.v1.DataKeyDestroyed
-	14, // 9: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
-	14, // 10: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
-	2,  // 11: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
-	9,  // 12: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
-	3,  // 13: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
-	4,  // 14: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
-	13, // 15: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
-	13, // 16: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	14, // 9: alp.v1.Event.person_bound:type_name -> alp.v1.PersonBound
+	15, // 10: alp.v1.Event.person_updated:type_name -> alp.v1.PersonUpdated
+	16, // 11: alp.v1.Event.client_registered:type_name -> alp.v1.ClientRegistered
+	17, // 12: alp.v1.Event.vendor_attestation_bound:type_name -> alp.v1.VendorAttestationBound
+	18, // 13: alp.v1.Event.grant_issued:type_name -> alp.v1.GrantIssued
+	19, // 14: alp.v1.Event.refresh_token_rotated:type_name -> alp.v1.RefreshTokenRotated
+	20, // 15: alp.v1.Event.grant_revoked:type_name -> alp.v1.GrantRevoked
+	21, // 16: alp.v1.Event.person_agents_revoked:type_name -> alp.v1.PersonAgentsRevoked
+	22, // 17: alp.v1.Event.personal_access_token_issued:type_name -> alp.v1.PersonalAccessTokenIssued
+	23, // 18: alp.v1.Event.personal_access_token_revoked:type_name -> alp.v1.PersonalAccessTokenRevoked
+	24, // 19: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
+	24, // 20: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
+	2,  // 21: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
+	9,  // 22: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
+	3,  // 23: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
+	4,  // 24: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
+	13, // 25: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
+	13, // 26: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_alp_v1_events_proto_init() }
@@ -1113,11 +1304,22 @@ func file_alp_v1_events_proto_init() {
 		return
 	}
 	file_alp_v1_envelope_proto_init()
+	file_alp_v1_identity_proto_init()
 	file_alp_v1_events_proto_msgTypes[2].OneofWrappers = []any{
 		(*Event_SendRequested)(nil),
 		(*Event_Decided)(nil),
 		(*Event_KeyLifecycle)(nil),
 		(*Event_DataKeyDestroyed)(nil),
+		(*Event_PersonBound)(nil),
+		(*Event_PersonUpdated)(nil),
+		(*Event_ClientRegistered)(nil),
+		(*Event_VendorAttestationBound)(nil),
+		(*Event_GrantIssued)(nil),
+		(*Event_RefreshTokenRotated)(nil),
+		(*Event_GrantRevoked)(nil),
+		(*Event_PersonAgentsRevoked)(nil),
+		(*Event_PersonalAccessTokenIssued)(nil),
+		(*Event_PersonalAccessTokenRevoked)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

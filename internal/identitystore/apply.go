@@ -1,0 +1,201 @@
+package identitystore
+
+import (
+	"fmt"
+	"slices"
+
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/streams"
+)
+
+// apply folds one event into the projection; s.mu is held. An event that
+// does not fit (forged producer, a tenant or id that disagrees with its
+// subject, an aggregate that does not exist) is refused with an error and
+// leaves the state as it was.
+func (s *Store) apply(subject string, ev *alpv1.Event) error {
+	if err := streams.CheckProducer(subject, ev); err != nil {
+		return err
+	}
+	kind := bus.Kind(ev)
+	switch kind {
+	case "key_lifecycle", "data_key_destroyed", "":
+		// Keys are the identity service's; erasure does not change the
+		// bindings (the person's data key is gone, not the person). An
+		// unknown kind is from a newer version: skipped.
+		return nil
+	}
+	token, aggregate, id, ok := subjectParts(subject)
+	if !ok {
+		return fmt.Errorf("subject %q is not alp.identity.<tenant>.<aggregate>.<id>", subject)
+	}
+	tenant := ev.GetHeader().GetTenant()
+	ts := s.tenants[tenant]
+	if ts == nil || bus.TenantToken(tenant) != token {
+		return fmt.Errorf("header tenant %q does not match the subject's tenant", tenant)
+	}
+	body := func(bodyTenant, wantAggregate, wantID string) error {
+		if bodyTenant != tenant {
+			return fmt.Errorf("body tenant %q, header tenant %q", bodyTenant, tenant)
+		}
+		if aggregate != wantAggregate || id != wantID {
+			return fmt.Errorf("%s belongs on %s.%s, not %s.%s", kind, wantAggregate, wantID, aggregate, id)
+		}
+		return nil
+	}
+	occurred := ev.GetHeader().GetOccurred().AsTime()
+
+	switch b := ev.GetBody().(type) {
+	case *alpv1.Event_PersonBound:
+		e := b.PersonBound
+		if err := body(e.GetTenant(), "idp", accountToken(e.GetIssuer(), e.GetSubject())); err != nil {
+			return err
+		}
+		if err := checkID("person_id", e.GetPersonId()); err != nil {
+			return err
+		}
+		key := accountKey(e.GetIssuer(), e.GetSubject())
+		if _, dup := ts.byAccount[key]; dup {
+			return fmt.Errorf("IdP account already bound")
+		}
+		if ts.persons[e.GetPersonId()] != nil {
+			return fmt.Errorf("person %s already bound", e.GetPersonId())
+		}
+		ts.persons[e.GetPersonId()] = &Person{
+			Tenant: tenant, ID: e.GetPersonId(), Issuer: e.GetIssuer(), Subject: e.GetSubject(),
+			Address: e.GetAddress(), Roles: slices.Clone(e.GetRoles()), Bound: e.GetBound().AsTime(),
+		}
+		ts.byAccount[key] = e.GetPersonId()
+
+	case *alpv1.Event_PersonUpdated:
+		e := b.PersonUpdated
+		if err := body(e.GetTenant(), "person", e.GetPersonId()); err != nil {
+			return err
+		}
+		p := ts.persons[e.GetPersonId()]
+		if p == nil {
+			return fmt.Errorf("unknown person %s", e.GetPersonId())
+		}
+		p.Address, p.Roles = e.GetAddress(), slices.Clone(e.GetRoles())
+
+	case *alpv1.Event_PersonAgentsRevoked:
+		e := b.PersonAgentsRevoked
+		if err := body(e.GetTenant(), "person", e.GetPersonId()); err != nil {
+			return err
+		}
+		p := ts.persons[e.GetPersonId()]
+		if p == nil {
+			return fmt.Errorf("unknown person %s", e.GetPersonId())
+		}
+		// A revocation never moves the cut-off back.
+		if before := e.GetBefore().AsTime(); before.After(p.AgentsRevokedBefore) {
+			p.AgentsRevokedBefore, p.AgentsRevokedReason = before, e.GetReason()
+		}
+
+	case *alpv1.Event_ClientRegistered:
+		e := b.ClientRegistered
+		if err := body(e.GetTenant(), "client", clientToken(e.GetClientId())); err != nil {
+			return err
+		}
+		if ts.clients[e.GetClientId()] != nil {
+			return fmt.Errorf("client already registered")
+		}
+		ts.clients[e.GetClientId()] = &Client{
+			Tenant: tenant, ID: e.GetClientId(), Kind: e.GetKind(), RedirectURIs: slices.Clone(e.GetRedirectUris()),
+			Name: e.GetClientName(), SecretSHA256: hashFrom(e.GetSecretSha256()), JWKSURI: e.GetJwksUri(),
+			JWKS: slices.Clone(e.GetJwks()), RegisteredBy: e.GetRegisteredBy(),
+			VendorAttestation: e.GetVendorAttestation(), Registered: occurred,
+		}
+
+	case *alpv1.Event_VendorAttestationBound:
+		e := b.VendorAttestationBound
+		if err := body(e.GetTenant(), "client", clientToken(e.GetClientId())); err != nil {
+			return err
+		}
+		c := ts.clients[e.GetClientId()]
+		if c == nil {
+			return fmt.Errorf("unknown client")
+		}
+		c.VendorAttestation, c.AttestedBy = e.GetAttestation(), e.GetBy()
+
+	case *alpv1.Event_GrantIssued:
+		e := b.GrantIssued
+		if err := body(e.GetTenant(), "grant", e.GetGrantId()); err != nil {
+			return err
+		}
+		if ts.grants[e.GetGrantId()] != nil {
+			return fmt.Errorf("grant already issued")
+		}
+		g := &Grant{
+			Tenant: tenant, ID: e.GetGrantId(), PersonID: e.GetPersonId(), ClientID: e.GetClientId(),
+			AgentID: e.GetAgentId(), Class: e.GetClass(), Scopes: slices.Clone(e.GetScopes()),
+			Resource: e.GetResource(), Issued: e.GetIssued().AsTime(),
+		}
+		if h := hashFrom(e.GetRefreshTokenSha256()); !h.IsZero() {
+			g.RefreshGeneration, g.RefreshSHA256 = 1, h
+			ts.byRefresh[h] = g.ID
+		}
+		ts.grants[g.ID] = g
+
+	case *alpv1.Event_RefreshTokenRotated:
+		e := b.RefreshTokenRotated
+		if err := body(e.GetTenant(), "grant", e.GetGrantId()); err != nil {
+			return err
+		}
+		g := ts.grants[e.GetGrantId()]
+		if g == nil {
+			return fmt.Errorf("unknown grant")
+		}
+		h := hashFrom(e.GetTokenSha256())
+		if h.IsZero() {
+			return fmt.Errorf("no token hash")
+		}
+		g.previousRefresh, g.RefreshSHA256, g.RefreshGeneration = g.RefreshSHA256, h, e.GetGeneration()
+		ts.byRefresh[h] = g.ID
+
+	case *alpv1.Event_GrantRevoked:
+		e := b.GrantRevoked
+		if err := body(e.GetTenant(), "grant", e.GetGrantId()); err != nil {
+			return err
+		}
+		g := ts.grants[e.GetGrantId()]
+		if g == nil {
+			return fmt.Errorf("unknown grant")
+		}
+		if !g.Revoked {
+			g.Revoked, g.RevokedReason = true, e.GetReason()
+		}
+
+	case *alpv1.Event_PersonalAccessTokenIssued:
+		e := b.PersonalAccessTokenIssued
+		if err := body(e.GetTenant(), "pat", e.GetPatId()); err != nil {
+			return err
+		}
+		if ts.pats[e.GetPatId()] != nil {
+			return fmt.Errorf("personal access token already issued")
+		}
+		h := hashFrom(e.GetTokenSha256())
+		if h.IsZero() {
+			return fmt.Errorf("no token hash")
+		}
+		ts.pats[e.GetPatId()] = &PAT{
+			Tenant: tenant, ID: e.GetPatId(), PersonID: e.GetPersonId(), Name: e.GetName(), TokenSHA256: h,
+			Scopes: slices.Clone(e.GetScopes()), Expires: e.GetExpires().AsTime(), Issued: occurred,
+		}
+		ts.byPATHash[h] = e.GetPatId()
+
+	case *alpv1.Event_PersonalAccessTokenRevoked:
+		e := b.PersonalAccessTokenRevoked
+		if err := body(e.GetTenant(), "pat", e.GetPatId()); err != nil {
+			return err
+		}
+		p := ts.pats[e.GetPatId()]
+		if p == nil {
+			return fmt.Errorf("unknown personal access token")
+		}
+		if !p.Revoked {
+			p.Revoked, p.RevokedReason = true, e.GetReason()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package identitystore
+
+import (
+	"fmt"
+	"time"
+)
+
+// Queries answer from this replica's projection; they never touch NATS.
+// Use Fresh to know how current it is.
+
+// PersonBySubject is the person bound to the IdP account (issuer, subject).
+func (s *Store) PersonBySubject(tenant, issuer, subject string) (Person, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return Person{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if id, ok := ts.byAccount[accountKey(issuer, subject)]; ok {
+		return ts.persons[id].clone(), nil
+	}
+	return Person{}, fmt.Errorf("%w: no person bound to that IdP account", ErrNotFound)
+}
+
+// Person is the person with the id.
+func (s *Store) Person(tenant, id string) (Person, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return Person{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if p := ts.persons[id]; p != nil {
+		return p.clone(), nil
+	}
+	return Person{}, fmt.Errorf("%w: person %q", ErrNotFound, id)
+}
+
+// Client is the registered client with the id.
+func (s *Store) Client(tenant, clientID string) (Client, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return Client{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if c := ts.clients[clientID]; c != nil {
+		return c.clone(), nil
+	}
+	return Client{}, fmt.Errorf("%w: client %q", ErrNotFound, clientID)
+}
+
+// Grant is the grant with the id, revoked or not (see Revoked).
+func (s *Store) Grant(tenant, grantID string) (Grant, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return Grant{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if g := ts.grants[grantID]; g != nil {
+		return g.clone(), nil
+	}
+	return Grant{}, fmt.Errorf("%w: grant %q", ErrNotFound, grantID)
+}
+
+// GrantByRefreshHash is the grant that a refresh token of any generation
+// belongs to. The token is current only if the grant's RefreshSHA256 equals
+// hash; pass it to RotateRefresh either way, which treats a spent one as
+// reuse.
+func (s *Store) GrantByRefreshHash(tenant string, hash Hash) (Grant, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return Grant{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if id, ok := ts.byRefresh[hash]; ok && !hash.IsZero() {
+		return ts.grants[id].clone(), nil
+	}
+	return Grant{}, fmt.Errorf("%w: no grant has that refresh token", ErrNotFound)
+}
+
+// PAT is the personal access token with the id, revoked or not (see
+// PATRevoked).
+func (s *Store) PAT(tenant, patID string) (PAT, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return PAT{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if p := ts.pats[patID]; p != nil {
+		return p.clone(), nil
+	}
+	return PAT{}, fmt.Errorf("%w: personal access token %q", ErrNotFound, patID)
+}
+
+// PATByHash is the personal access token with the hash, revoked or not.
+func (s *Store) PATByHash(tenant string, hash Hash) (PAT, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return PAT{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if id, ok := ts.byPATHash[hash]; ok && !hash.IsZero() {
+		return ts.pats[id].clone(), nil
+	}
+	return PAT{}, fmt.Errorf("%w: no personal access token has that hash", ErrNotFound)
+}
+
+// Revoked reports whether a token of person personID under grant grantID,
+// issued at issuedAt, is void, and why (the reason holds no secret): the
+// grant is unknown, belongs to someone else or is revoked, or the person's
+// agents were revoked at or after the grant's or the token's issue. It
+// fails closed: an unhosted tenant or unknown grant is revoked.
+// (accesstoken.RevocationChecker)
+func (s *Store) Revoked(tenant, personID, grantID string, issuedAt time.Time) (bool, string) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return true, "tenant not hosted"
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	g := ts.grants[grantID]
+	switch {
+	case g == nil:
+		return true, "unknown grant"
+	case g.PersonID != personID:
+		return true, "grant belongs to another person"
+	}
+	if reason := ts.voidReason(g, issuedAt); reason != "" {
+		return true, reason
+	}
+	return false, ""
+}
+
+// PATRevoked reports whether the personal access token is void at now, and
+// why: unknown, revoked, expired, or issued at or before a revocation of its
+// person's agents.
+func (s *Store) PATRevoked(tenant, patID string, now time.Time) (bool, string) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return true, "tenant not hosted"
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p := ts.pats[patID]
+	if p == nil {
+		return true, "unknown personal access token"
+	}
+	if p.Revoked {
+		return true, "personal access token revoked: " + p.RevokedReason
+	}
+	if !now.Before(p.Expires) {
+		return true, "personal access token expired"
+	}
+	person := ts.persons[p.PersonID]
+	if person == nil {
+		return true, "unknown person"
+	}
+	if before := person.AgentsRevokedBefore; !before.IsZero() && !p.Issued.After(before) {
+		return true, "person's agents revoked: " + person.AgentsRevokedReason
+	}
+	return false, ""
+}
