@@ -56,6 +56,9 @@ type Config struct {
 	Limits streams.Limits
 	// PolicyWorkers is the number of policy handler loops (default 1).
 	PolicyWorkers int
+	// PublicURL is the broker's external base URL (OAuth issuers, resource);
+	// default http://127.0.0.1 (tests and embedding without HTTP).
+	PublicURL string
 	// Operators may run diagnostics (trace) through Handler.
 	Operators []Operator
 	OpsLimits OpsLimits
@@ -179,6 +182,13 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		ops: newOpsAuth(cfg.Operators, cfg.OpsLimits)}, nil
 }
 
+func (b *Broker) publicURL() string {
+	if b.cfg.PublicURL != "" {
+		return b.cfg.PublicURL
+	}
+	return "http://127.0.0.1"
+}
+
 // Runs reports whether this broker runs service name.
 func (b *Broker) Runs(name string) bool {
 	return len(b.cfg.Services) == 0 || slices.Contains(b.cfg.Services, name)
@@ -277,7 +287,7 @@ func (b *Broker) start(ctx context.Context) error {
 	var svcs []service.Service
 	// Identity first: it provisions the tenant keys the others use.
 	if b.Runs("identity") {
-		b.identity = identity.New(deps)
+		b.identity = identity.New(deps, identity.Options{PublicURL: b.publicURL()})
 		svcs = append(svcs, b.identity)
 	}
 	if b.Runs("ingress") {

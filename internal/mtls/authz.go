@@ -27,9 +27,8 @@ import (
 type Policy map[string][]alpv1.Role
 
 // IdentityIntrospectMethod is identity's token introspection, which only
-// ingress and approvals may call. The RPC is not in the proto yet; its
-// policy entry is.
-const IdentityIntrospectMethod = "/alp.identity.v1.IdentityService/Introspect"
+// ingress and approvals may call.
+const IdentityIntrospectMethod = identityv1.IdentityService_Introspect_FullMethodName
 
 // DefaultPolicy is alpd's authorization table:
 //

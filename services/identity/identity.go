@@ -10,15 +10,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	identityv1 "github.com/alpd-project/alpd/gen/alp/identity/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/mtls"
 	"github.com/alpd-project/alpd/internal/seal"
@@ -30,11 +35,56 @@ import (
 type Service struct {
 	service.Base
 	identityv1.UnimplementedIdentityServiceServer
+	opts     Options
+	store    *identitystore.Store
+	verifier *accesstoken.Verifier
+}
+
+// Options are identity's own settings.
+type Options struct {
+	// PublicURL is the broker's external base URL; each tenant's OAuth
+	// issuer is IssuerURL(PublicURL, tenant).
+	PublicURL string
+	// Resource is the audience agents' access tokens are bound to (RFC
+	// 8707); default PublicURL.
+	Resource string
+	// MaxStaleness of the revocation projection before verification fails
+	// closed (default 30s).
+	MaxStaleness time.Duration
+}
+
+// IssuerURL is tenant's OAuth 2.1 issuer on a broker at publicURL.
+func IssuerURL(publicURL, tenant string) string {
+	return strings.TrimRight(publicURL, "/") + "/oauth/" + tenant
 }
 
 // New builds the identity service.
-func New(d service.Deps) *Service {
-	return &Service{Base: service.NewBase(alpv1.Role_ROLE_IDENTITY, d)}
+func New(d service.Deps, o Options) *Service {
+	if o.Resource == "" {
+		o.Resource = o.PublicURL
+	}
+	if o.MaxStaleness == 0 {
+		o.MaxStaleness = 30 * time.Second
+	}
+	return &Service{Base: service.NewBase(alpv1.Role_ROLE_IDENTITY, d), opts: o}
+}
+
+// Store is the event-sourced identity state (nil before Start).
+func (s *Service) Store() *identitystore.Store { return s.store }
+
+// Verifier checks agents' access tokens locally with revocations (nil
+// before Start).
+func (s *Service) Verifier() *accesstoken.Verifier { return s.verifier }
+
+// Ready adds the freshness of the identity projection to the base checks.
+func (s *Service) Ready() error {
+	if err := s.Base.Ready(); err != nil {
+		return err
+	}
+	if s.store == nil {
+		return errors.New("identity: store not open")
+	}
+	return s.store.Fresh(s.opts.MaxStaleness)
 }
 
 // Purposes are the keys every tenant has.
@@ -56,8 +106,50 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	store, err := identitystore.Open(ctx, s.Bus, s.Tenants, s.Logger)
+	if err != nil {
+		return fmt.Errorf("identity: open store: %w", err)
+	}
+	s.store = store
+	go func() {
+		<-ctx.Done()
+		store.Close()
+	}()
+	issuers := map[string]string{}
+	for _, t := range s.Tenants {
+		issuers[t] = IssuerURL(s.opts.PublicURL, t)
+	}
+	s.verifier = &accesstoken.Verifier{
+		Keys:         accesstoken.FromKeyStore(s.Keys),
+		Resource:     s.opts.Resource,
+		Issuers:      issuers,
+		Revocations:  store,
+		MaxStaleness: s.opts.MaxStaleness,
+	}
 	s.MarkStarted()
 	return nil
+}
+
+// Introspect implements IdentityService.Introspect. An invalid token is
+// an inactive answer with the OAuth error, not an RPC error.
+func (s *Service) Introspect(ctx context.Context, req *identityv1.IntrospectRequest) (*identityv1.IntrospectResponse, error) {
+	if s.verifier == nil {
+		return nil, status.Error(codes.Unavailable, "identity: not started")
+	}
+	claims, err := s.verifier.Verify(ctx, req.GetToken())
+	if err != nil {
+		res := &identityv1.IntrospectResponse{ErrorCode: "invalid_token", ErrorDescription: "token rejected"}
+		var te *accesstoken.Error
+		if errors.As(err, &te) {
+			res.ErrorCode, res.ErrorDescription = te.Code, te.Description
+		}
+		return res, nil
+	}
+	return &identityv1.IntrospectResponse{
+		Active: true, Tenant: claims.Tenant, PersonId: claims.Subject, AgentId: claims.AgentID,
+		ClientId: claims.ClientID, GrantId: claims.GrantID, TrustClass: claims.Class,
+		Scopes: claims.Scopes, Audience: claims.Audience, Expires: timestamppb.New(claims.Expiry),
+	}, nil
 }
 
 // provision makes sure tenant has an active key per purpose and that the

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/alpd-project/alpd/gen/alp/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -22,6 +23,185 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type IntrospectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IntrospectRequest) Reset() {
+	*x = IntrospectRequest{}
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IntrospectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IntrospectRequest) ProtoMessage() {}
+
+func (x *IntrospectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IntrospectRequest.ProtoReflect.Descriptor instead.
+func (*IntrospectRequest) Descriptor() ([]byte, []int) {
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *IntrospectRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type IntrospectResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Active bool                   `protobuf:"varint,1,opt,name=active" json:"active,omitempty"`
+	Tenant string                 `protobuf:"bytes,2,opt,name=tenant" json:"tenant,omitempty"`
+	// Opaque person id.
+	PersonId string `protobuf:"bytes,3,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	AgentId  string `protobuf:"bytes,4,opt,name=agent_id,json=agentId" json:"agent_id,omitempty"`
+	ClientId string `protobuf:"bytes,5,opt,name=client_id,json=clientId" json:"client_id,omitempty"`
+	GrantId  string `protobuf:"bytes,6,opt,name=grant_id,json=grantId" json:"grant_id,omitempty"`
+	// "company" or "consumer".
+	TrustClass string                 `protobuf:"bytes,7,opt,name=trust_class,json=trustClass" json:"trust_class,omitempty"`
+	Scopes     []string               `protobuf:"bytes,8,rep,name=scopes" json:"scopes,omitempty"`
+	Audience   string                 `protobuf:"bytes,9,opt,name=audience" json:"audience,omitempty"`
+	Expires    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=expires" json:"expires,omitempty"`
+	// When inactive: the OAuth error code and a description (never the token).
+	ErrorCode        string `protobuf:"bytes,11,opt,name=error_code,json=errorCode" json:"error_code,omitempty"`
+	ErrorDescription string `protobuf:"bytes,12,opt,name=error_description,json=errorDescription" json:"error_description,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *IntrospectResponse) Reset() {
+	*x = IntrospectResponse{}
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IntrospectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IntrospectResponse) ProtoMessage() {}
+
+func (x *IntrospectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IntrospectResponse.ProtoReflect.Descriptor instead.
+func (*IntrospectResponse) Descriptor() ([]byte, []int) {
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *IntrospectResponse) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *IntrospectResponse) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *IntrospectResponse) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *IntrospectResponse) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *IntrospectResponse) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *IntrospectResponse) GetGrantId() string {
+	if x != nil {
+		return x.GrantId
+	}
+	return ""
+}
+
+func (x *IntrospectResponse) GetTrustClass() string {
+	if x != nil {
+		return x.TrustClass
+	}
+	return ""
+}
+
+func (x *IntrospectResponse) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *IntrospectResponse) GetAudience() string {
+	if x != nil {
+		return x.Audience
+	}
+	return ""
+}
+
+func (x *IntrospectResponse) GetExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Expires
+	}
+	return nil
+}
+
+func (x *IntrospectResponse) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *IntrospectResponse) GetErrorDescription() string {
+	if x != nil {
+		return x.ErrorDescription
+	}
+	return ""
+}
+
 type ErasePersonRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Tenant string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
@@ -33,7 +213,7 @@ type ErasePersonRequest struct {
 
 func (x *ErasePersonRequest) Reset() {
 	*x = ErasePersonRequest{}
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[0]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +225,7 @@ func (x *ErasePersonRequest) String() string {
 func (*ErasePersonRequest) ProtoMessage() {}
 
 func (x *ErasePersonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[0]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +238,7 @@ func (x *ErasePersonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErasePersonRequest.ProtoReflect.Descriptor instead.
 func (*ErasePersonRequest) Descriptor() ([]byte, []int) {
-	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{0}
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ErasePersonRequest) GetTenant() string {
@@ -83,7 +263,7 @@ type ErasePersonResponse struct {
 
 func (x *ErasePersonResponse) Reset() {
 	*x = ErasePersonResponse{}
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[1]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -95,7 +275,7 @@ func (x *ErasePersonResponse) String() string {
 func (*ErasePersonResponse) ProtoMessage() {}
 
 func (x *ErasePersonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[1]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -108,7 +288,7 @@ func (x *ErasePersonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErasePersonResponse.ProtoReflect.Descriptor instead.
 func (*ErasePersonResponse) Descriptor() ([]byte, []int) {
-	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{1}
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{3}
 }
 
 type PingRequest struct {
@@ -120,7 +300,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[2]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -132,7 +312,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[2]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -145,7 +325,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{2}
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PingRequest) GetEnvelope() *v1.Envelope {
@@ -166,7 +346,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[3]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -178,7 +358,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[3]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -191,7 +371,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{3}
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PingResponse) GetEnvelope() *v1.Envelope {
@@ -219,7 +399,25 @@ var File_alp_identity_v1_identity_proto protoreflect.FileDescriptor
 
 const file_alp_identity_v1_identity_proto_rawDesc = "" +
 	"\n" +
-	"\x1ealp/identity/v1/identity.proto\x12\x0falp.identity.v1\x1a\x15alp/v1/envelope.proto\"I\n" +
+	"\x1ealp/identity/v1/identity.proto\x12\x0falp.identity.v1\x1a\x15alp/v1/envelope.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n" +
+	"\x11IntrospectRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"\x8b\x03\n" +
+	"\x12IntrospectResponse\x12\x16\n" +
+	"\x06active\x18\x01 \x01(\bR\x06active\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x03 \x01(\tR\bpersonId\x12\x19\n" +
+	"\bagent_id\x18\x04 \x01(\tR\aagentId\x12\x1b\n" +
+	"\tclient_id\x18\x05 \x01(\tR\bclientId\x12\x19\n" +
+	"\bgrant_id\x18\x06 \x01(\tR\agrantId\x12\x1f\n" +
+	"\vtrust_class\x18\a \x01(\tR\n" +
+	"trustClass\x12\x16\n" +
+	"\x06scopes\x18\b \x03(\tR\x06scopes\x12\x1a\n" +
+	"\baudience\x18\t \x01(\tR\baudience\x124\n" +
+	"\aexpires\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\v \x01(\tR\terrorCode\x12+\n" +
+	"\x11error_description\x18\f \x01(\tR\x10errorDescription\"I\n" +
 	"\x12ErasePersonRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
 	"\tperson_id\x18\x02 \x01(\tR\bpersonId\"\x15\n" +
@@ -229,10 +427,12 @@ const file_alp_identity_v1_identity_proto_rawDesc = "" +
 	"\fPingResponse\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x14\n" +
-	"\x05ready\x18\x03 \x01(\bR\x05ready2\xb0\x01\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready2\x87\x02\n" +
 	"\x0fIdentityService\x12C\n" +
 	"\x04Ping\x12\x1c.alp.identity.v1.PingRequest\x1a\x1d.alp.identity.v1.PingResponse\x12X\n" +
-	"\vErasePerson\x12#.alp.identity.v1.ErasePersonRequest\x1a$.alp.identity.v1.ErasePersonResponseB\xc4\x01\n" +
+	"\vErasePerson\x12#.alp.identity.v1.ErasePersonRequest\x1a$.alp.identity.v1.ErasePersonResponse\x12U\n" +
+	"\n" +
+	"Introspect\x12\".alp.identity.v1.IntrospectRequest\x1a#.alp.identity.v1.IntrospectResponseB\xc4\x01\n" +
 	"\x13com.alp.identity.v1B\rIdentityProtoP\x01Z;github.com/alpd-project/alpd/gen/alp/identity/v1;identityv1\xa2\x02\x03AIX\xaa\x02\x0fAlp.Identity.V1\xca\x02\x0fAlp\\Identity\\V1\xe2\x02\x1bAlp\\Identity\\V1\\GPBMetadata\xea\x02\x11Alp::Identity::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
 var (
@@ -247,26 +447,32 @@ func file_alp_identity_v1_identity_proto_rawDescGZIP() []byte {
 	return file_alp_identity_v1_identity_proto_rawDescData
 }
 
-var file_alp_identity_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_alp_identity_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_alp_identity_v1_identity_proto_goTypes = []any{
-	(*ErasePersonRequest)(nil),  // 0: alp.identity.v1.ErasePersonRequest
-	(*ErasePersonResponse)(nil), // 1: alp.identity.v1.ErasePersonResponse
-	(*PingRequest)(nil),         // 2: alp.identity.v1.PingRequest
-	(*PingResponse)(nil),        // 3: alp.identity.v1.PingResponse
-	(*v1.Envelope)(nil),         // 4: alp.v1.Envelope
+	(*IntrospectRequest)(nil),     // 0: alp.identity.v1.IntrospectRequest
+	(*IntrospectResponse)(nil),    // 1: alp.identity.v1.IntrospectResponse
+	(*ErasePersonRequest)(nil),    // 2: alp.identity.v1.ErasePersonRequest
+	(*ErasePersonResponse)(nil),   // 3: alp.identity.v1.ErasePersonResponse
+	(*PingRequest)(nil),           // 4: alp.identity.v1.PingRequest
+	(*PingResponse)(nil),          // 5: alp.identity.v1.PingResponse
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*v1.Envelope)(nil),           // 7: alp.v1.Envelope
 }
 var file_alp_identity_v1_identity_proto_depIdxs = []int32{
-	4, // 0: alp.identity.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
-	4, // 1: alp.identity.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
-	2, // 2: alp.identity.v1.IdentityService.Ping:input_type -> alp.identity.v1.PingRequest
-	0, // 3: alp.identity.v1.IdentityService.ErasePerson:input_type -> alp.identity.v1.ErasePersonRequest
-	3, // 4: alp.identity.v1.IdentityService.Ping:output_type -> alp.identity.v1.PingResponse
-	1, // 5: alp.identity.v1.IdentityService.ErasePerson:output_type -> alp.identity.v1.ErasePersonResponse
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	6, // 0: alp.identity.v1.IntrospectResponse.expires:type_name -> google.protobuf.Timestamp
+	7, // 1: alp.identity.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
+	7, // 2: alp.identity.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
+	4, // 3: alp.identity.v1.IdentityService.Ping:input_type -> alp.identity.v1.PingRequest
+	2, // 4: alp.identity.v1.IdentityService.ErasePerson:input_type -> alp.identity.v1.ErasePersonRequest
+	0, // 5: alp.identity.v1.IdentityService.Introspect:input_type -> alp.identity.v1.IntrospectRequest
+	5, // 6: alp.identity.v1.IdentityService.Ping:output_type -> alp.identity.v1.PingResponse
+	3, // 7: alp.identity.v1.IdentityService.ErasePerson:output_type -> alp.identity.v1.ErasePersonResponse
+	1, // 8: alp.identity.v1.IdentityService.Introspect:output_type -> alp.identity.v1.IntrospectResponse
+	6, // [6:9] is the sub-list for method output_type
+	3, // [3:6] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_alp_identity_v1_identity_proto_init() }
@@ -280,7 +486,7 @@ func file_alp_identity_v1_identity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_identity_v1_identity_proto_rawDesc), len(file_alp_identity_v1_identity_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

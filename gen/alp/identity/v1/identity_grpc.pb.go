@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	IdentityService_Ping_FullMethodName        = "/alp.identity.v1.IdentityService/Ping"
 	IdentityService_ErasePerson_FullMethodName = "/alp.identity.v1.IdentityService/ErasePerson"
+	IdentityService_Introspect_FullMethodName  = "/alp.identity.v1.IdentityService/Introspect"
 )
 
 // IdentityServiceClient is the client API for IdentityService service.
@@ -37,6 +38,10 @@ type IdentityServiceClient interface {
 	// sealed with it becomes unreadable, streams stay append-only, and a
 	// DataKeyDestroyed tombstone is recorded. Operators only.
 	ErasePerson(ctx context.Context, in *ErasePersonRequest, opts ...grpc.CallOption) (*ErasePersonResponse, error)
+	// Introspect checks an agent's access token (signature, audience, expiry,
+	// revocation) and says whose it is. Ingress and approvals only; ingress
+	// normally verifies locally and uses this as the fallback.
+	Introspect(ctx context.Context, in *IntrospectRequest, opts ...grpc.CallOption) (*IntrospectResponse, error)
 }
 
 type identityServiceClient struct {
@@ -67,6 +72,16 @@ func (c *identityServiceClient) ErasePerson(ctx context.Context, in *ErasePerson
 	return out, nil
 }
 
+func (c *identityServiceClient) Introspect(ctx context.Context, in *IntrospectRequest, opts ...grpc.CallOption) (*IntrospectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IntrospectResponse)
+	err := c.cc.Invoke(ctx, IdentityService_Introspect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IdentityServiceServer is the server API for IdentityService service.
 // All implementations must embed UnimplementedIdentityServiceServer
 // for forward compatibility.
@@ -81,6 +96,10 @@ type IdentityServiceServer interface {
 	// sealed with it becomes unreadable, streams stay append-only, and a
 	// DataKeyDestroyed tombstone is recorded. Operators only.
 	ErasePerson(context.Context, *ErasePersonRequest) (*ErasePersonResponse, error)
+	// Introspect checks an agent's access token (signature, audience, expiry,
+	// revocation) and says whose it is. Ingress and approvals only; ingress
+	// normally verifies locally and uses this as the fallback.
+	Introspect(context.Context, *IntrospectRequest) (*IntrospectResponse, error)
 	mustEmbedUnimplementedIdentityServiceServer()
 }
 
@@ -96,6 +115,9 @@ func (UnimplementedIdentityServiceServer) Ping(context.Context, *PingRequest) (*
 }
 func (UnimplementedIdentityServiceServer) ErasePerson(context.Context, *ErasePersonRequest) (*ErasePersonResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ErasePerson not implemented")
+}
+func (UnimplementedIdentityServiceServer) Introspect(context.Context, *IntrospectRequest) (*IntrospectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Introspect not implemented")
 }
 func (UnimplementedIdentityServiceServer) mustEmbedUnimplementedIdentityServiceServer() {}
 func (UnimplementedIdentityServiceServer) testEmbeddedByValue()                         {}
@@ -154,6 +176,24 @@ func _IdentityService_ErasePerson_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IdentityService_Introspect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IntrospectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdentityServiceServer).Introspect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdentityService_Introspect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdentityServiceServer).Introspect(ctx, req.(*IntrospectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IdentityService_ServiceDesc is the grpc.ServiceDesc for IdentityService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -168,6 +208,10 @@ var IdentityService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ErasePerson",
 			Handler:    _IdentityService_ErasePerson_Handler,
+		},
+		{
+			MethodName: "Introspect",
+			Handler:    _IdentityService_Introspect_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
