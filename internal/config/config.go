@@ -30,6 +30,7 @@ package config
 
 import (
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -69,6 +70,7 @@ type Config struct {
 	Log      Log      `yaml:"log"`
 	Bus      Bus      `yaml:"bus"`
 	Ops      Ops      `yaml:"ops"`
+	Identity Identity `yaml:"identity"`
 }
 
 // Broker names this broker and the domains it is home for.
@@ -87,6 +89,53 @@ type Tenant struct {
 // HTTP configures the public HTTP listener.
 type HTTP struct {
 	Addr string `yaml:"addr"`
+	// PublicURL is how agents, browsers and other brokers reach this
+	// listener (scheme://host[:port], no path). Empty: http://<addr>.
+	PublicURL string `yaml:"public_url"`
+}
+
+// Identity configures how people sign in (see docs/identity.md).
+type Identity struct {
+	// IdPs: one organization OpenID provider per tenant.
+	IdPs []IdP `yaml:"idps,omitempty"`
+	// TestIdP runs an in-process OpenID provider for tests and the demo.
+	TestIdP TestIdP `yaml:"test_idp"`
+}
+
+// IdP is a tenant's organization OpenID provider.
+type IdP struct {
+	Tenant           string `yaml:"tenant"`
+	Issuer           string `yaml:"issuer"`
+	ClientID         string `yaml:"client_id"`
+	ClientSecretFile string `yaml:"client_secret_file"`
+	// TenantID pins the IdP's tenant claim (Entra "tid").
+	TenantID string `yaml:"tenant_id"`
+	// AddressClaim is an immutable claim (e.g. oid, upn) giving the address.
+	AddressClaim    string   `yaml:"address_claim"`
+	VerifiedDomains []string `yaml:"verified_domains"`
+	// EmailDomains allow the email claim (only with email_verified).
+	EmailDomains []string `yaml:"email_domains"`
+	// Directory maps "sub:<subject>" or "<address_claim>:<value>" to an
+	// address (provisioned by the organization).
+	Directory  map[string]string `yaml:"directory"`
+	RolesClaim string            `yaml:"roles_claim"`
+}
+
+// TestIdP is the in-process test OpenID provider. alpd refuses it on a
+// non-loopback address unless ForceNonLoopback is set.
+type TestIdP struct {
+	Enabled          bool       `yaml:"enabled"`
+	Listen           string     `yaml:"listen"`
+	ForceNonLoopback bool       `yaml:"force_non_loopback"`
+	TenantID         string     `yaml:"tenant_id"`
+	Users            []TestUser `yaml:"users,omitempty"`
+}
+
+// TestUser is a person at the test IdP; their address is Username@tenant.
+type TestUser struct {
+	Username string   `yaml:"username"`
+	Password string   `yaml:"password"`
+	Roles    []string `yaml:"roles"`
 }
 
 // NATS says which NATS to use: the embedded server (no URLs) or a cluster.
@@ -199,6 +248,7 @@ func Default() Config {
 		Keystore: Keystore{Backend: "file"},
 		Log:      Log{Level: "info", Format: "json"},
 		Ops:      Ops{TracePerMinute: 60, TraceBurst: 5},
+		Identity: Identity{TestIdP: TestIdP{Listen: "127.0.0.1:0"}},
 		Bus: Bus{
 			Duplicates:  2 * time.Minute,
 			EventMaxAge: 720 * time.Hour,
@@ -213,6 +263,14 @@ func Default() Config {
 // Embedded reports whether alpd runs its own in-process nats-server,
 // which it does when no NATS URL is configured.
 func (c Config) Embedded() bool { return len(c.NATS.URLs) == 0 }
+
+// PublicURL is http.public_url, or http://<http.addr>.
+func (c Config) PublicURL() string {
+	if c.HTTP.PublicURL != "" {
+		return strings.TrimRight(c.HTTP.PublicURL, "/")
+	}
+	return "http://" + c.HTTP.Addr
+}
 
 // KeystorePath is keystore.path, or <data_dir>/keystore.sealed if unset.
 func (c Config) KeystorePath() string {

@@ -185,6 +185,23 @@ func TestValidateRules(t *testing.T) {
 		}, "config: ops.operators[0].token_sha256: must be the 64 hex digits", ""},
 		{"trace rate zero", func(c *Config) { c.Ops.TracePerMinute = 0 }, "config: ops.trace_per_minute: 0 is out of range", ""},
 		{"trace burst big", func(c *Config) { c.Ops.TraceBurst = 1000 }, "config: ops.trace_burst: 1000 is out of range", ""},
+		{"public url with path", func(c *Config) { c.HTTP.PublicURL = "https://b.example/alpd" }, "config: http.public_url:", ""},
+		{"idp for unknown tenant", func(c *Config) {
+			c.Identity.IdPs = []IdP{{Tenant: "other.org", Issuer: "https://idp.example", ClientID: "x"}}
+		}, `config: identity.idps[0].tenant: "other.org" is not one of broker.tenants`, ""},
+		{"idp http issuer", func(c *Config) {
+			c.Identity.IdPs = []IdP{{Tenant: "example.org", Issuer: "http://idp.example", ClientID: "x"}}
+		}, "config: identity.idps[0].issuer:", ""},
+		{"idp no client", func(c *Config) {
+			c.Identity.IdPs = []IdP{{Tenant: "example.org", Issuer: "https://idp.example"}}
+		}, "config: identity.idps[0].client_id: is required", ""},
+		{"test idp public", func(c *Config) {
+			c.Identity.TestIdP = TestIdP{Enabled: true, Listen: "0.0.0.0:9000", Users: []TestUser{{"ana", "pw", nil}}}
+		}, "config: identity.test_idp.listen:", ""},
+		{"test idp no users", func(c *Config) { c.Identity.TestIdP.Enabled = true }, "config: identity.test_idp.users: at least one", ""},
+		{"test idp user with @", func(c *Config) {
+			c.Identity.TestIdP = TestIdP{Enabled: true, Listen: "127.0.0.1:0", Users: []TestUser{{"ana@x", "pw", nil}}}
+		}, "config: identity.test_idp.users[0].username:", ""},
 		{"replicas zero", func(c *Config) {
 			c.NATS.URLs = []string{"nats://a:4222"}
 			c.NATS.Replicas = 0

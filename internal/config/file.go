@@ -55,6 +55,7 @@ type fileConfig struct {
 	Log      Log      `yaml:"log"`
 	Bus      fileBus  `yaml:"bus"`
 	Ops      Ops      `yaml:"ops"`
+	Identity Identity `yaml:"identity"`
 }
 
 type fileBus struct {
@@ -94,7 +95,7 @@ var durationType = reflect.TypeFor[duration]()
 func toFile(c Config) fileConfig {
 	f := fileConfig{
 		Broker: c.Broker, DataDir: c.DataDir, HTTP: c.HTTP, NATS: c.NATS,
-		GRPC: c.GRPC, Keystore: c.Keystore, Log: c.Log, Ops: c.Ops,
+		GRPC: c.GRPC, Keystore: c.Keystore, Log: c.Log, Ops: c.Ops, Identity: c.Identity,
 		Bus: fileBus{
 			Duplicates:  duration(c.Bus.Duplicates),
 			EventMaxAge: duration(c.Bus.EventMaxAge),
@@ -110,13 +111,15 @@ func toFile(c Config) fileConfig {
 	f.NATS.URLs = slices.Clone(f.NATS.URLs)
 	f.GRPC.Peers = maps.Clone(f.GRPC.Peers)
 	f.Ops.Operators = slices.Clone(f.Ops.Operators)
+	f.Identity.IdPs = slices.Clone(f.Identity.IdPs)
+	f.Identity.TestIdP.Users = slices.Clone(f.Identity.TestIdP.Users)
 	return f
 }
 
 func (f fileConfig) config() Config {
 	return Config{
 		Broker: f.Broker, DataDir: f.DataDir, HTTP: f.HTTP, NATS: f.NATS,
-		GRPC: f.GRPC, Keystore: f.Keystore, Log: f.Log, Ops: f.Ops,
+		GRPC: f.GRPC, Keystore: f.Keystore, Log: f.Log, Ops: f.Ops, Identity: f.Identity,
 		Bus: Bus{
 			Duplicates:  time.Duration(f.Bus.Duplicates),
 			EventMaxAge: time.Duration(f.Bus.EventMaxAge),

@@ -214,6 +214,62 @@ func (c *Config) validate() []fieldError {
 		bad("ops.trace_burst", "%d is out of range 1 to 100", c.Ops.TraceBurst)
 	}
 
+	// http.public_url and identity
+	if u := c.HTTP.PublicURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || (pu.Path != "" && pu.Path != "/") || pu.RawQuery != "" {
+			bad("http.public_url", "%q is not scheme://host[:port] with http or https and no path", u)
+		}
+	}
+	hosted := map[string]bool{}
+	for _, t := range c.Broker.Tenants {
+		hosted[t.Domain] = true
+	}
+	idpFor := map[string]bool{}
+	for i, idp := range c.Identity.IdPs {
+		path := fmt.Sprintf("identity.idps[%d]", i)
+		switch {
+		case !hosted[idp.Tenant]:
+			bad(path+".tenant", "%q is not one of broker.tenants", idp.Tenant)
+		case idpFor[idp.Tenant]:
+			bad(path+".tenant", "%q already has an IdP", idp.Tenant)
+		}
+		idpFor[idp.Tenant] = true
+		if iu, err := url.Parse(idp.Issuer); err != nil || (iu.Scheme != "https" && !(iu.Scheme == "http" && isLoopbackHost(iu.Hostname()))) || iu.Host == "" {
+			bad(path+".issuer", "%q must be an https URL (http only on loopback)", idp.Issuer)
+		}
+		if idp.ClientID == "" {
+			bad(path+".client_id", "is required")
+		}
+		if idp.ClientSecretFile != "" {
+			if problem := checkFile(idp.ClientSecretFile); problem != "" {
+				bad(path+".client_secret_file", "%s", problem)
+			}
+		}
+	}
+	if tp := c.Identity.TestIdP; tp.Enabled {
+		if problem := checkHostPort(tp.Listen, false); problem != "" {
+			bad("identity.test_idp.listen", "%s", problem)
+		} else if host, _, _ := net.SplitHostPort(tp.Listen); !isLoopbackHost(host) && !tp.ForceNonLoopback {
+			bad("identity.test_idp.listen", "%q is not a loopback address: the test IdP accepts any password configured here; set force_non_loopback only if you mean it", tp.Listen)
+		}
+		if len(tp.Users) == 0 {
+			bad("identity.test_idp.users", "at least one user is required")
+		}
+		users := map[string]bool{}
+		for i, u := range tp.Users {
+			upath := fmt.Sprintf("identity.test_idp.users[%d]", i)
+			if u.Username == "" || strings.ContainsAny(u.Username, "@ \t") {
+				bad(upath+".username", "%q must be a plain name (the address is name@tenant)", u.Username)
+			} else if users[u.Username] {
+				bad(upath+".username", "%q is listed twice", u.Username)
+			}
+			users[u.Username] = true
+			if u.Password == "" {
+				bad(upath+".password", "is required")
+			}
+		}
+	}
+
 	// keystore
 	if c.Keystore.Backend != "file" {
 		bad("keystore.backend", "%q is not supported (the only backend is \"file\")", c.Keystore.Backend)
@@ -379,6 +435,14 @@ func redactURL(s string) string {
 }
 
 // checkFile returns what is wrong with path as a file to read, or "".
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
 func checkFile(path string) string {
 	fi, err := os.Stat(path)
 	switch {
