@@ -19,7 +19,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 	}
 	kind := bus.Kind(ev)
 	switch kind {
-	case "key_lifecycle", "data_key_destroyed", "":
+	case "key_lifecycle", "data_key_destroyed", "sealed_secret_created", "idp_token_stored", "":
 		// Keys are the identity service's; erasure does not change the
 		// bindings (the person's data key is gone, not the person). An
 		// unknown kind is from a newer version: skipped.

@@ -1,6 +1,7 @@
 package signin_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -645,5 +646,37 @@ func TestWriteError(t *testing.T) {
 	signin.WriteError(rec, &signin.Error{Status: 503, Code: "x", Message: "y", RetryAfter: 7})
 	if rec.Code != 503 || rec.Header().Get("Retry-After") != "7" || rec.Header().Get("Content-Type") != "application/json; charset=utf-8" {
 		t.Fatalf("%d %v", rec.Code, rec.Header())
+	}
+}
+
+func TestRefreshRecheck(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	b := h.browser()
+	h.signIn(b, mainTenant, "dave", "")
+	calls := h.keeper.all()
+	if len(calls) == 0 {
+		t.Fatal("no refresh token kept")
+	}
+	refresh := calls[len(calls)-1].RefreshToken
+	ctx := context.Background()
+	next, err := h.svc.Refresh(ctx, mainTenant, refresh)
+	if err != nil || next == "" {
+		t.Fatalf("refresh: %q %v", next, err)
+	}
+	h.idp.SetDown(true)
+	if _, err := h.svc.Refresh(ctx, mainTenant, next); !errors.Is(err, signin.ErrIdPUnavailable) {
+		t.Fatalf("IdP down: %v", err)
+	}
+	h.idp.SetDown(false)
+	h.idp.DisableUser("sub-dave")
+	_, err = h.svc.Refresh(ctx, mainTenant, next)
+	if !errors.Is(err, signin.ErrIdPRefused) {
+		t.Fatalf("disabled user: %v", err)
+	}
+	if strings.Contains(err.Error(), next) {
+		t.Fatal("refresh token in the error")
+	}
+	if _, err := h.svc.Refresh(ctx, "nobody.example", next); err == nil {
+		t.Fatal("unknown tenant accepted")
 	}
 }

@@ -49,6 +49,7 @@ func IdentityKinds() []string {
 		"client_registered", "vendor_attestation_bound",
 		"grant_issued", "refresh_token_rotated", "grant_revoked",
 		"personal_access_token_issued", "personal_access_token_revoked",
+		"sealed_secret_created", "idp_token_stored",
 	}
 }
 

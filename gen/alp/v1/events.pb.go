@@ -497,6 +497,8 @@ type Event struct {
 	//	*Event_PersonAgentsRevoked
 	//	*Event_PersonalAccessTokenIssued
 	//	*Event_PersonalAccessTokenRevoked
+	//	*Event_SealedSecretCreated
+	//	*Event_IdpTokenStored
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -672,6 +674,24 @@ func (x *Event) GetPersonalAccessTokenRevoked() *PersonalAccessTokenRevoked {
 	return nil
 }
 
+func (x *Event) GetSealedSecretCreated() *SealedSecretCreated {
+	if x != nil {
+		if x, ok := x.Body.(*Event_SealedSecretCreated); ok {
+			return x.SealedSecretCreated
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetIdpTokenStored() *IdpTokenStored {
+	if x != nil {
+		if x, ok := x.Body.(*Event_IdpTokenStored); ok {
+			return x.IdpTokenStored
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -733,6 +753,14 @@ type Event_PersonalAccessTokenRevoked struct {
 	PersonalAccessTokenRevoked *PersonalAccessTokenRevoked `protobuf:"bytes,23,opt,name=personal_access_token_revoked,json=personalAccessTokenRevoked,oneof"`
 }
 
+type Event_SealedSecretCreated struct {
+	SealedSecretCreated *SealedSecretCreated `protobuf:"bytes,24,opt,name=sealed_secret_created,json=sealedSecretCreated,oneof"`
+}
+
+type Event_IdpTokenStored struct {
+	IdpTokenStored *IdpTokenStored `protobuf:"bytes,25,opt,name=idp_token_stored,json=idpTokenStored,oneof"`
+}
+
 func (*Event_SendRequested) isEvent_Body() {}
 
 func (*Event_Decided) isEvent_Body() {}
@@ -760,6 +788,10 @@ func (*Event_PersonAgentsRevoked) isEvent_Body() {}
 func (*Event_PersonalAccessTokenIssued) isEvent_Body() {}
 
 func (*Event_PersonalAccessTokenRevoked) isEvent_Body() {}
+
+func (*Event_SealedSecretCreated) isEvent_Body() {}
+
+func (*Event_IdpTokenStored) isEvent_Body() {}
 
 // SendRequested: an agent asked its broker to send a typed message.
 type SendRequested struct {
@@ -1122,6 +1154,139 @@ func (x *DataKeyDestroyed) GetPersonId() string {
 	return ""
 }
 
+// SealedSecretCreated holds a broker secret (e.g. the cookie keys) wrapped by
+// a tenant key in the KeyStore; the first one on its subject wins.
+type SealedSecretCreated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name" json:"name,omitempty"`
+	Purpose       KeyPurpose             `protobuf:"varint,3,opt,name=purpose,enum=alp.v1.KeyPurpose" json:"purpose,omitempty"`
+	Wrapped       []byte                 `protobuf:"bytes,4,opt,name=wrapped" json:"wrapped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedSecretCreated) Reset() {
+	*x = SealedSecretCreated{}
+	mi := &file_alp_v1_events_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedSecretCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedSecretCreated) ProtoMessage() {}
+
+func (x *SealedSecretCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedSecretCreated.ProtoReflect.Descriptor instead.
+func (*SealedSecretCreated) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SealedSecretCreated) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SealedSecretCreated) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SealedSecretCreated) GetPurpose() KeyPurpose {
+	if x != nil {
+		return x.Purpose
+	}
+	return KeyPurpose_KEY_PURPOSE_UNSPECIFIED
+}
+
+func (x *SealedSecretCreated) GetWrapped() []byte {
+	if x != nil {
+		return x.Wrapped
+	}
+	return nil
+}
+
+// IdpTokenStored keeps a person's IdP refresh token (offline_access), sealed
+// with the person's data key: erasing the person makes it unreadable. Each
+// successful re-check stores the rotated token again.
+type IdpTokenStored struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	PersonId      string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	Sealed        *SealedBody            `protobuf:"bytes,3,opt,name=sealed" json:"sealed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdpTokenStored) Reset() {
+	*x = IdpTokenStored{}
+	mi := &file_alp_v1_events_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdpTokenStored) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdpTokenStored) ProtoMessage() {}
+
+func (x *IdpTokenStored) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdpTokenStored.ProtoReflect.Descriptor instead.
+func (*IdpTokenStored) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *IdpTokenStored) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *IdpTokenStored) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *IdpTokenStored) GetSealed() *SealedBody {
+	if x != nil {
+		return x.Sealed
+	}
+	return nil
+}
+
 var File_alp_v1_events_proto protoreflect.FileDescriptor
 
 const file_alp_v1_events_proto_rawDesc = "" +
@@ -1139,7 +1304,7 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x05actor\x18\x06 \x01(\v2\r.alp.v1.ActorR\x05actor\x12\x16\n" +
 	"\x06tenant\x18\a \x01(\tR\x06tenant\x121\n" +
 	"\rproducer_role\x18\b \x01(\x0e2\f.alp.v1.RoleR\fproducerRole\x126\n" +
-	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xbb\b\n" +
+	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xd2\t\n" +
 	"\x05Event\x12+\n" +
 	"\x06header\x18\x01 \x01(\v2\x13.alp.v1.EventHeaderR\x06header\x12>\n" +
 	"\x0esend_requested\x18\n" +
@@ -1156,7 +1321,9 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\rgrant_revoked\x18\x14 \x01(\v2\x14.alp.v1.GrantRevokedH\x00R\fgrantRevoked\x12Q\n" +
 	"\x15person_agents_revoked\x18\x15 \x01(\v2\x1b.alp.v1.PersonAgentsRevokedH\x00R\x13personAgentsRevoked\x12d\n" +
 	"\x1cpersonal_access_token_issued\x18\x16 \x01(\v2!.alp.v1.PersonalAccessTokenIssuedH\x00R\x19personalAccessTokenIssued\x12g\n" +
-	"\x1dpersonal_access_token_revoked\x18\x17 \x01(\v2\".alp.v1.PersonalAccessTokenRevokedH\x00R\x1apersonalAccessTokenRevokedB\x06\n" +
+	"\x1dpersonal_access_token_revoked\x18\x17 \x01(\v2\".alp.v1.PersonalAccessTokenRevokedH\x00R\x1apersonalAccessTokenRevoked\x12Q\n" +
+	"\x15sealed_secret_created\x18\x18 \x01(\v2\x1b.alp.v1.SealedSecretCreatedH\x00R\x13sealedSecretCreated\x12B\n" +
+	"\x10idp_token_stored\x18\x19 \x01(\v2\x16.alp.v1.IdpTokenStoredH\x00R\x0eidpTokenStoredB\x06\n" +
 	"\x04body\"\x90\x01\n" +
 	"\rSendRequested\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12'\n" +
@@ -1184,7 +1351,16 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x0ecompromised_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rcompromisedAt\"G\n" +
 	"\x10DataKeyDestroyed\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
-	"\tperson_id\x18\x02 \x01(\tR\bpersonId*\x9f\x01\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\"\x89\x01\n" +
+	"\x13SealedSecretCreated\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
+	"\apurpose\x18\x03 \x01(\x0e2\x12.alp.v1.KeyPurposeR\apurpose\x12\x18\n" +
+	"\awrapped\x18\x04 \x01(\fR\awrapped\"q\n" +
+	"\x0eIdpTokenStored\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12*\n" +
+	"\x06sealed\x18\x03 \x01(\v2\x12.alp.v1.SealedBodyR\x06sealed*\x9f\x01\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fROLE_INGRESS\x10\x01\x12\x11\n" +
@@ -1235,7 +1411,7 @@ func file_alp_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_alp_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_alp_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_alp_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_alp_v1_events_proto_goTypes = []any{
 	(Role)(0),                          // 0: alp.v1.Role
 	(ActorKind)(0),                     // 1: alp.v1.ActorKind
@@ -1250,52 +1426,59 @@ var file_alp_v1_events_proto_goTypes = []any{
 	(*Decided)(nil),                    // 10: alp.v1.Decided
 	(*KeyLifecycle)(nil),               // 11: alp.v1.KeyLifecycle
 	(*DataKeyDestroyed)(nil),           // 12: alp.v1.DataKeyDestroyed
-	(*timestamppb.Timestamp)(nil),      // 13: google.protobuf.Timestamp
-	(*PersonBound)(nil),                // 14: alp.v1.PersonBound
-	(*PersonUpdated)(nil),              // 15: alp.v1.PersonUpdated
-	(*ClientRegistered)(nil),           // 16: alp.v1.ClientRegistered
-	(*VendorAttestationBound)(nil),     // 17: alp.v1.VendorAttestationBound
-	(*GrantIssued)(nil),                // 18: alp.v1.GrantIssued
-	(*RefreshTokenRotated)(nil),        // 19: alp.v1.RefreshTokenRotated
-	(*GrantRevoked)(nil),               // 20: alp.v1.GrantRevoked
-	(*PersonAgentsRevoked)(nil),        // 21: alp.v1.PersonAgentsRevoked
-	(*PersonalAccessTokenIssued)(nil),  // 22: alp.v1.PersonalAccessTokenIssued
-	(*PersonalAccessTokenRevoked)(nil), // 23: alp.v1.PersonalAccessTokenRevoked
-	(*Envelope)(nil),                   // 24: alp.v1.Envelope
+	(*SealedSecretCreated)(nil),        // 13: alp.v1.SealedSecretCreated
+	(*IdpTokenStored)(nil),             // 14: alp.v1.IdpTokenStored
+	(*timestamppb.Timestamp)(nil),      // 15: google.protobuf.Timestamp
+	(*PersonBound)(nil),                // 16: alp.v1.PersonBound
+	(*PersonUpdated)(nil),              // 17: alp.v1.PersonUpdated
+	(*ClientRegistered)(nil),           // 18: alp.v1.ClientRegistered
+	(*VendorAttestationBound)(nil),     // 19: alp.v1.VendorAttestationBound
+	(*GrantIssued)(nil),                // 20: alp.v1.GrantIssued
+	(*RefreshTokenRotated)(nil),        // 21: alp.v1.RefreshTokenRotated
+	(*GrantRevoked)(nil),               // 22: alp.v1.GrantRevoked
+	(*PersonAgentsRevoked)(nil),        // 23: alp.v1.PersonAgentsRevoked
+	(*PersonalAccessTokenIssued)(nil),  // 24: alp.v1.PersonalAccessTokenIssued
+	(*PersonalAccessTokenRevoked)(nil), // 25: alp.v1.PersonalAccessTokenRevoked
+	(*Envelope)(nil),                   // 26: alp.v1.Envelope
+	(*SealedBody)(nil),                 // 27: alp.v1.SealedBody
 }
 var file_alp_v1_events_proto_depIdxs = []int32{
 	1,  // 0: alp.v1.Actor.kind:type_name -> alp.v1.ActorKind
 	5,  // 1: alp.v1.EventHeader.actor:type_name -> alp.v1.Actor
 	0,  // 2: alp.v1.EventHeader.producer_role:type_name -> alp.v1.Role
-	13, // 3: alp.v1.EventHeader.occurred:type_name -> google.protobuf.Timestamp
+	15, // 3: alp.v1.EventHeader.occurred:type_name -> google.protobuf.Timestamp
 	6,  // 4: alp.v1.Event.header:type_name -> alp.v1.EventHeader
 	8,  // 5: alp.v1.Event.send_requested:type_name -> alp.v1.SendRequested
 	10, // 6: alp.v1.Event.decided:type_name -> alp.v1.Decided
 	11, // 7: alp.v1.Event.key_lifecycle:type_name -> alp.v1.KeyLifecycle
 	12, // 8: alp.v1.Event.data_key_destroyed:type_name -> alp.v1.DataKeyDestroyed
-	14, // 9: alp.v1.Event.person_bound:type_name -> alp.v1.PersonBound
-	15, // 10: alp.v1.Event.person_updated:type_name -> alp.v1.PersonUpdated
-	16, // 11: alp.v1.Event.client_registered:type_name -> alp.v1.ClientRegistered
-	17, // 12: alp.v1.Event.vendor_attestation_bound:type_name -> alp.v1.VendorAttestationBound
-	18, // 13: alp.v1.Event.grant_issued:type_name -> alp.v1.GrantIssued
-	19, // 14: alp.v1.Event.refresh_token_rotated:type_name -> alp.v1.RefreshTokenRotated
-	20, // 15: alp.v1.Event.grant_revoked:type_name -> alp.v1.GrantRevoked
-	21, // 16: alp.v1.Event.person_agents_revoked:type_name -> alp.v1.PersonAgentsRevoked
-	22, // 17: alp.v1.Event.personal_access_token_issued:type_name -> alp.v1.PersonalAccessTokenIssued
-	23, // 18: alp.v1.Event.personal_access_token_revoked:type_name -> alp.v1.PersonalAccessTokenRevoked
-	24, // 19: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
-	24, // 20: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
-	2,  // 21: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
-	9,  // 22: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
-	3,  // 23: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
-	4,  // 24: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
-	13, // 25: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
-	13, // 26: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	16, // 9: alp.v1.Event.person_bound:type_name -> alp.v1.PersonBound
+	17, // 10: alp.v1.Event.person_updated:type_name -> alp.v1.PersonUpdated
+	18, // 11: alp.v1.Event.client_registered:type_name -> alp.v1.ClientRegistered
+	19, // 12: alp.v1.Event.vendor_attestation_bound:type_name -> alp.v1.VendorAttestationBound
+	20, // 13: alp.v1.Event.grant_issued:type_name -> alp.v1.GrantIssued
+	21, // 14: alp.v1.Event.refresh_token_rotated:type_name -> alp.v1.RefreshTokenRotated
+	22, // 15: alp.v1.Event.grant_revoked:type_name -> alp.v1.GrantRevoked
+	23, // 16: alp.v1.Event.person_agents_revoked:type_name -> alp.v1.PersonAgentsRevoked
+	24, // 17: alp.v1.Event.personal_access_token_issued:type_name -> alp.v1.PersonalAccessTokenIssued
+	25, // 18: alp.v1.Event.personal_access_token_revoked:type_name -> alp.v1.PersonalAccessTokenRevoked
+	13, // 19: alp.v1.Event.sealed_secret_created:type_name -> alp.v1.SealedSecretCreated
+	14, // 20: alp.v1.Event.idp_token_stored:type_name -> alp.v1.IdpTokenStored
+	26, // 21: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
+	26, // 22: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
+	2,  // 23: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
+	9,  // 24: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
+	3,  // 25: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
+	4,  // 26: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
+	15, // 27: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
+	15, // 28: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
+	3,  // 29: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
+	27, // 30: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_alp_v1_events_proto_init() }
@@ -1320,6 +1503,8 @@ func file_alp_v1_events_proto_init() {
 		(*Event_PersonAgentsRevoked)(nil),
 		(*Event_PersonalAccessTokenIssued)(nil),
 		(*Event_PersonalAccessTokenRevoked)(nil),
+		(*Event_SealedSecretCreated)(nil),
+		(*Event_IdpTokenStored)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1327,7 +1512,7 @@ func file_alp_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_v1_events_proto_rawDesc), len(file_alp_v1_events_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
