@@ -32,6 +32,7 @@ import (
 	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/service"
+	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/services/approvals"
 	"github.com/alpd-project/alpd/services/federation"
@@ -59,6 +60,13 @@ type Config struct {
 	// PublicURL is the broker's external base URL (OAuth issuers, resource);
 	// default http://127.0.0.1 (tests and embedding without HTTP).
 	PublicURL string
+	// IdPs are the tenants' organization OpenID providers (people sign-in).
+	IdPs []signin.TenantIdP
+	// InsecureCookies allows non-Secure cookies (http on loopback only).
+	InsecureCookies bool
+	// RecheckGrace: how long agents keep working while a person's IdP is
+	// unreachable (default 15m).
+	RecheckGrace time.Duration
 	// Operators may run diagnostics (trace) through Handler.
 	Operators []Operator
 	OpsLimits OpsLimits
@@ -287,7 +295,10 @@ func (b *Broker) start(ctx context.Context) error {
 	var svcs []service.Service
 	// Identity first: it provisions the tenant keys the others use.
 	if b.Runs("identity") {
-		b.identity = identity.New(deps, identity.Options{PublicURL: b.publicURL()})
+		b.identity = identity.New(deps, identity.Options{
+			PublicURL: b.publicURL(), IdPs: b.cfg.IdPs, InsecureCookies: b.cfg.InsecureCookies,
+			RecheckGrace: b.cfg.RecheckGrace,
+		})
 		svcs = append(svcs, b.identity)
 	}
 	if b.Runs("ingress") {

@@ -25,6 +25,19 @@ func (b *Broker) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", b.readyz)
 	mux.HandleFunc("POST /v1/ops/trace", b.ops.wrap(b.traceHandler))
+	// People's sign-in is identity's; in split mode route these paths to the
+	// identity processes.
+	identityHTTP := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := b.Identity()
+		if id == nil {
+			writeError(w, http.StatusServiceUnavailable, "identity_unavailable", "the identity service does not run in this process or has not started")
+			return
+		}
+		id.Handler().ServeHTTP(w, r)
+	})
+	for _, p := range []string{"/signin", "/signin/", "/signout"} {
+		mux.Handle(p, identityHTTP)
+	}
 	if b.deps.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(b.deps.Gatherer, promhttp.HandlerOpts{}))
 	}

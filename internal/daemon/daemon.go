@@ -8,6 +8,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,7 +38,9 @@ import (
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/mtls"
 	"github.com/alpd-project/alpd/internal/natsauth"
+	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/testidp"
 )
 
 // KEKFileName is where a development key-encryption key is generated when
@@ -55,6 +59,7 @@ type Daemon struct {
 	httpLis  net.Listener
 	grpc     *grpc.Server
 	grpcLis  net.Listener
+	testIdPs []*testidp.IdP
 }
 
 // Complete prepares a process that runs service (one of config.Services())
@@ -108,6 +113,12 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 	for _, t := range cfg.Broker.Tenants {
 		tenants = append(tenants, t.Domain)
 	}
+	var idps []signin.TenantIdP
+	if service == "" || service == "identity" {
+		if idps, err = d.identityProviders(cfg); err != nil {
+			return nil, err
+		}
+	}
 	d.broker, err = broker.New(broker.Config{
 		Name:     cfg.Broker.Name,
 		Tenants:  tenants,
@@ -119,6 +130,11 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 		},
 		Limits:    streams.Limits{EventMaxAge: cfg.Bus.EventMaxAge, WorkMaxAge: cfg.Bus.WorkMaxAge},
 		Operators: operators(cfg.Ops.Operators),
+		PublicURL: cfg.PublicURL(),
+		IdPs:      idps,
+		// Non-Secure cookies only where browsers would drop Secure ones:
+		// plain http on loopback (tests, the demo).
+		InsecureCookies: strings.HasPrefix(cfg.PublicURL(), "http://") && loopbackURL(cfg.PublicURL()),
 		OpsLimits: broker.OpsLimits{
 			Rate:  rate.Limit(float64(cfg.Ops.TracePerMinute) / 60),
 			Burst: cfg.Ops.TraceBurst,
@@ -160,6 +176,91 @@ func (d *Daemon) connectNATS(service string) error {
 	}
 	d.nc = nc
 	return nil
+}
+
+// identityProviders turns identity.idps into sign-in settings, and starts
+// the test IdP for the tenants without one when identity.test_idp is on.
+func (d *Daemon) identityProviders(cfg config.Config) ([]signin.TenantIdP, error) {
+	var out []signin.TenantIdP
+	has := map[string]bool{}
+	for i, idp := range cfg.Identity.IdPs {
+		var secret string
+		if idp.ClientSecretFile != "" {
+			b, err := os.ReadFile(idp.ClientSecretFile)
+			if err != nil {
+				return nil, fmt.Errorf("identity.idps[%d].client_secret_file: %w", i, err)
+			}
+			secret = strings.TrimSpace(string(b))
+		}
+		has[idp.Tenant] = true
+		out = append(out, signin.TenantIdP{
+			Tenant: idp.Tenant, Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: secret,
+			TenantID: idp.TenantID, AddressClaim: idp.AddressClaim, VerifiedDomains: idp.VerifiedDomains,
+			EmailDomains: idp.EmailDomains, Directory: idp.Directory, RolesClaim: idp.RolesClaim,
+		})
+	}
+	tp := cfg.Identity.TestIdP
+	if !tp.Enabled {
+		return out, nil
+	}
+	for _, t := range cfg.Broker.Tenants {
+		if has[t.Domain] {
+			continue
+		}
+		idp, err := d.startTestIdP(cfg, t.Domain)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, idp)
+	}
+	return out, nil
+}
+
+// startTestIdP runs an in-process test OpenID provider for tenant: its
+// users are identity.test_idp.users, with verified addresses
+// <username>@<tenant>. It is a test tool: loopback only unless forced.
+func (d *Daemon) startTestIdP(cfg config.Config, tenant string) (signin.TenantIdP, error) {
+	tp := cfg.Identity.TestIdP
+	secret := rand.Text()
+	var users []testidp.User
+	for _, u := range tp.Users {
+		users = append(users, testidp.User{
+			Subject: "test-" + u.Username, Username: u.Username, Password: u.Password,
+			Email: u.Username + "@" + tenant, EmailVerified: true, Name: u.Username, Roles: u.Roles,
+		})
+	}
+	idp, err := testidp.New(testidp.Config{
+		AllowNonLoopback: tp.ForceNonLoopback,
+		TenantID:         tp.TenantID,
+		Users:            users,
+		Clients: []testidp.Client{{ID: "alpd", Secret: secret,
+			RedirectURIs: []string{cfg.PublicURL() + "/signin/callback/" + tenant}}},
+		AutoLogin: true,
+		Logger:    d.log.With("component", "test-idp", "tenant", tenant),
+	})
+	if err != nil {
+		return signin.TenantIdP{}, fmt.Errorf("identity.test_idp: %w", err)
+	}
+	if err := idp.Start(tp.Listen); err != nil {
+		return signin.TenantIdP{}, fmt.Errorf("identity.test_idp.listen: %w", err)
+	}
+	d.testIdPs = append(d.testIdPs, idp)
+	d.log.Warn("test IdP running: people sign in with the passwords in identity.test_idp; never use it in production",
+		"tenant", tenant, "issuer", idp.Issuer())
+	return signin.TenantIdP{
+		Tenant: tenant, Issuer: idp.Issuer(), ClientID: "alpd", ClientSecret: secret,
+		TenantID: tp.TenantID, VerifiedDomains: []string{tenant}, EmailDomains: []string{tenant},
+	}, nil
+}
+
+func loopbackURL(u string) bool {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return false
+	}
+	h := pu.Hostname()
+	ip := net.ParseIP(h)
+	return h == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 // natsOptions authenticate a process to an external NATS: with an nkey
@@ -405,6 +506,9 @@ func (d *Daemon) close() {
 	}
 	if d.embedded != nil {
 		d.embedded.Shutdown()
+	}
+	for _, idp := range d.testIdPs {
+		_ = idp.Close()
 	}
 	if d.httpLis != nil {
 		_ = d.httpLis.Close()

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/alpd-project/alpd/internal/mtls"
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/service"
+	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 )
 
@@ -38,6 +40,9 @@ type Service struct {
 	opts     Options
 	store    *identitystore.Store
 	verifier *accesstoken.Verifier
+	signin   *signin.Service
+	recheck  *Rechecker
+	http     http.Handler
 }
 
 // Options are identity's own settings.
@@ -51,6 +56,16 @@ type Options struct {
 	// MaxStaleness of the revocation projection before verification fails
 	// closed (default 30s).
 	MaxStaleness time.Duration
+	// IdPs are the organizations' OpenID providers, one per tenant; with
+	// none, people cannot sign in (and Handler serves nothing).
+	IdPs []signin.TenantIdP
+	// InsecureCookies: http on loopback only (tests, the demo).
+	InsecureCookies bool
+	// RecheckGrace is how long a person's agents keep working while their
+	// IdP is unreachable (default 15m); then refreshes fail closed.
+	RecheckGrace time.Duration
+	// HTTPClient talks to the IdPs (default: 15 s timeout).
+	HTTPClient *http.Client
 }
 
 // IssuerURL is tenant's OAuth 2.1 issuer on a broker at publicURL.
@@ -65,6 +80,9 @@ func New(d service.Deps, o Options) *Service {
 	}
 	if o.MaxStaleness == 0 {
 		o.MaxStaleness = 30 * time.Second
+	}
+	if o.RecheckGrace == 0 {
+		o.RecheckGrace = 15 * time.Minute
 	}
 	return &Service{Base: service.NewBase(alpv1.Role_ROLE_IDENTITY, d), opts: o}
 }
@@ -126,8 +144,63 @@ func (s *Service) Start(ctx context.Context) error {
 		Revocations:  store,
 		MaxStaleness: s.opts.MaxStaleness,
 	}
+	if len(s.opts.IdPs) > 0 {
+		if err := s.startSignIn(ctx); err != nil {
+			return err
+		}
+	}
+	s.buildHTTP()
 	s.MarkStarted()
 	return nil
+}
+
+// startSignIn connects to the tenants' IdPs. The cookie keys are a broker
+// secret sealed under the first tenant's cookie key, shared by replicas.
+func (s *Service) startSignIn(ctx context.Context) error {
+	keys, err := s.sealedSecret(ctx, s.Tenants[0], "cookie", alpv1.KeyPurpose_KEY_PURPOSE_COOKIE, 64)
+	if err != nil {
+		return fmt.Errorf("identity: cookie keys: %w", err)
+	}
+	svc, err := signin.New(ctx, signin.Config{
+		PublicURL:  s.opts.PublicURL,
+		Tenants:    s.opts.IdPs,
+		HashKey:    keys[:32],
+		BlockKey:   keys[32:],
+		Insecure:   s.opts.InsecureCookies,
+		HTTPClient: s.opts.HTTPClient,
+		Logger:     s.Logger,
+	}, identitystore.PersonIDBinder{Store: s.store}, refreshKeeper{s})
+	if err != nil {
+		return err
+	}
+	s.signin = svc
+	s.recheck = &Rechecker{s: s, signin: svc, Grace: s.opts.RecheckGrace}
+	return nil
+}
+
+// SignIn is the people sign-in service (nil before Start or without IdPs).
+func (s *Service) SignIn() *signin.Service { return s.signin }
+
+// Recheck is the IdP re-check for agent refreshes (nil without IdPs).
+func (s *Service) Recheck() *Rechecker { return s.recheck }
+
+// Handler serves identity's public HTTP endpoints: people's sign-in.
+func (s *Service) Handler() http.Handler {
+	if s.http == nil {
+		return http.NotFoundHandler()
+	}
+	return s.http
+}
+
+func (s *Service) buildHTTP() {
+	mux := http.NewServeMux()
+	if s.signin != nil {
+		h := s.signin.Handler()
+		mux.Handle("/signin", h)
+		mux.Handle("/signin/", h)
+		mux.Handle("/signout", h)
+	}
+	s.http = mux
 }
 
 // Introspect implements IdentityService.Introspect. An invalid token is

@@ -10,13 +10,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/alpd-project/alpd/broker"
-	"github.com/alpd-project/alpd/internal/accesstoken"
-	"github.com/alpd-project/alpd/internal/identitystore"
-	"github.com/alpd-project/alpd/services/identity"
 	identityv1 "github.com/alpd-project/alpd/gen/alp/identity/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
+	"github.com/alpd-project/alpd/services/identity"
 )
 
 func TestErasePersonRPC(t *testing.T) {
