@@ -43,6 +43,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -180,6 +181,7 @@ func New(ctx context.Context, cfg Config, binder Binder, keeper RefreshKeeper) (
 	mux.HandleFunc(PathSignIn, s.serveSignIn)
 	mux.HandleFunc(PathCallback+"{tenant}", s.serveCallback)
 	mux.HandleFunc(PathSignOut, s.serveSignOut)
+	mux.HandleFunc("GET "+PathSession, s.serveSession)
 	s.mux = mux
 	return s, nil
 }
@@ -230,4 +232,23 @@ func (s *Service) singleTenant() string {
 		return name
 	}
 	return ""
+}
+
+// PathSession answers the signed-in person's session, with the CSRF token
+// their scripts and tools send on state-changing requests. It is plain JSON
+// without CORS, so other origins cannot read it.
+const PathSession = "/signin/session"
+
+func (s *Service) serveSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.Session(r)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(struct {
+		*Session
+		CSRF string `json:"csrf"`
+	}{sess, sess.CSRFToken()})
 }

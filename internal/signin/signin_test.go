@@ -2,6 +2,7 @@ package signin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -678,5 +679,22 @@ func TestRefreshRecheck(t *testing.T) {
 	}
 	if _, err := h.svc.Refresh(ctx, "nobody.example", next); err == nil {
 		t.Fatal("unknown tenant accepted")
+	}
+}
+
+func TestSessionEndpoint(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	b := h.browser()
+	if a := get(t, b, h.public+signin.PathSession); a.status != http.StatusUnauthorized {
+		t.Fatalf("without a session: %d", a.status)
+	}
+	h.signIn(b, mainTenant, "dave", "")
+	a := get(t, b, h.public+signin.PathSession)
+	var got struct {
+		Address string `json:"address"`
+		CSRF    string `json:"csrf"`
+	}
+	if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &got) != nil || got.Address != "dave@example.org" || got.CSRF == "" {
+		t.Fatalf("session: %d %s", a.status, a.body)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/mtls"
@@ -37,12 +38,13 @@ import (
 type Service struct {
 	service.Base
 	identityv1.UnimplementedIdentityServiceServer
-	opts     Options
-	store    *identitystore.Store
-	verifier *accesstoken.Verifier
-	signin   *signin.Service
-	recheck  *Rechecker
-	http     http.Handler
+	opts      Options
+	store     *identitystore.Store
+	verifier  *accesstoken.Verifier
+	signin    *signin.Service
+	recheck   *Rechecker
+	http      http.Handler
+	registrar *clientreg.Registrar
 }
 
 // Options are identity's own settings.
@@ -149,7 +151,9 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	s.buildHTTP()
+	if err := s.buildHTTP(); err != nil {
+		return err
+	}
 	s.MarkStarted()
 	return nil
 }
@@ -192,15 +196,35 @@ func (s *Service) Handler() http.Handler {
 	return s.http
 }
 
-func (s *Service) buildHTTP() {
+// Scopes are the scopes agents' tokens and PATs may carry.
+func Scopes() []string { return []string{"alp.read", "alp.send"} }
+
+func (s *Service) buildHTTP() error {
 	mux := http.NewServeMux()
+	cfg := clientreg.Config{Store: s.store, Bus: s.Bus, Scopes: Scopes(), Logger: s.Logger}
 	if s.signin != nil {
 		h := s.signin.Handler()
 		mux.Handle("/signin", h)
 		mux.Handle("/signin/", h)
 		mux.Handle("/signout", h)
+		cfg.Sessions = s.signin
 	}
+	reg, err := clientreg.New(cfg)
+	if err != nil {
+		return fmt.Errorf("identity: client registration: %w", err)
+	}
+	for _, t := range s.Tenants {
+		mux.Handle("/oauth/"+t+"/register", reg.DCRHandler(t))
+	}
+	if s.signin != nil {
+		mux.Handle("/v1/admin/clients", reg.AdminHandler())
+		mux.Handle("/v1/admin/clients/", reg.AdminHandler())
+		mux.Handle("/v1/pats", reg.PATHandler())
+		mux.Handle("/v1/pats/", reg.PATHandler())
+	}
+	s.registrar = reg
 	s.http = mux
+	return nil
 }
 
 // Introspect implements IdentityService.Introspect. An invalid token is

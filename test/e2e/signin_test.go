@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -47,6 +49,48 @@ func TestSignInWithTestIdP(t *testing.T) {
 	if session == nil || session.Value == "" {
 		t.Fatalf("no session cookie after sign-in; log:\n%s", strings.Join(p.logMessages(), "\n"))
 	}
+	// The signed-in person makes a personal access token (session + CSRF).
+	resp, err = c.Get("http://" + addr + "/signin/session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sess struct {
+		Address string `json:"address"`
+		CSRF    string `json:"csrf"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&sess); err != nil || sess.Address != "ana@example.org" || sess.CSRF == "" {
+		t.Fatalf("session: %v %+v", err, sess)
+	}
+	resp.Body.Close()
+	post := func(path string, body string, csrf bool) (*http.Response, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", "http://"+addr)
+		if csrf {
+			req.Header.Set("X-CSRF-Token", sess.CSRF)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp, out
+	}
+	if resp, _ := post("/v1/pats", `{"name":"cli","scopes":["alp.read"]}`, false); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("PAT without CSRF: %d", resp.StatusCode)
+	}
+	resp, out := post("/v1/pats", `{"name":"cli","scopes":["alp.read"]}`, true)
+	if resp.StatusCode != http.StatusCreated || !strings.HasPrefix(fmt.Sprint(out["token"]), "alppat_") {
+		t.Fatalf("PAT: %d %v", resp.StatusCode, out)
+	}
+	// A consumer agent registers itself (RFC 7591).
+	resp, out = post("/oauth/example.org/register", `{"client_name":"agent","redirect_uris":["http://127.0.0.1:9999/cb"]}`, false)
+	if resp.StatusCode != http.StatusCreated || out["client_id"] == "" {
+		t.Fatalf("DCR: %d %v", resp.StatusCode, out)
+	}
+
 	// An unknown tenant is a clear error, not a redirect.
 	resp, err = http.Get("http://" + addr + "/signin?tenant=other.example")
 	if err != nil {
