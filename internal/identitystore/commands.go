@@ -548,6 +548,19 @@ func (s *Store) RotateRefresh(ctx context.Context, tenant, grantID string, prese
 // RevokeGrant voids a grant and every token under it. Revoking a revoked
 // grant does nothing.
 func (s *Store) RevokeGrant(ctx context.Context, tenant, grantID, reason string) error {
+	return s.revoke(ctx, tenant, "grant", "grant_revoked", grantID, reason, func(ts *tenantState) (bool, bool) {
+		g, ok := ts.grants[grantID]
+		return ok, ok && g.Revoked
+	}, func(ev *alpv1.Event) {
+		ev.Body = &alpv1.Event_GrantRevoked{GrantRevoked: &alpv1.GrantRevoked{Tenant: tenant, GrantId: grantID, Reason: reason}}
+	})
+}
+
+// revoke appends the kind event revoking aggregate id (a grant or a PAT) unless it
+// is unknown (ErrNotFound) or already revoked (nothing to do). state
+// reports both under the read lock; body fills in the event.
+func (s *Store) revoke(ctx context.Context, tenant, aggregate, kind, id, reason string,
+	state func(*tenantState) (exists, revoked bool), body func(*alpv1.Event)) error {
 	ts, err := s.command(tenant)
 	if err != nil {
 		return err
@@ -555,26 +568,21 @@ func (s *Store) RevokeGrant(ctx context.Context, tenant, grantID, reason string)
 	if err := checkText("reason", reason, maxText); err != nil {
 		return err
 	}
-	return s.decide(ctx, "revoke grant", func() (string, error) {
+	return s.decide(ctx, "revoke "+aggregate, func() (string, error) {
+		subj := subject(tenant, aggregate, id)
 		s.mu.RLock()
-		g, ok := ts.grants[grantID]
-		revoked := ok && g.Revoked
-		var gs string
-		var version uint64
-		if ok {
-			gs = subject(tenant, "grant", grantID)
-			version = s.versions[gs]
-		}
+		exists, revoked := state(ts)
+		version := s.versions[subj]
 		s.mu.RUnlock()
 		switch {
-		case !ok:
-			return "", fmt.Errorf("%w: grant %q", ErrNotFound, grantID)
+		case !exists:
+			return "", fmt.Errorf("%w: %s %q", ErrNotFound, aggregate, id)
 		case revoked:
 			return "", nil
 		}
-		ev := s.newEvent(ctx, "grant_revoked", tenant, grantID, nil)
-		ev.Body = &alpv1.Event_GrantRevoked{GrantRevoked: &alpv1.GrantRevoked{Tenant: tenant, GrantId: grantID, Reason: reason}}
-		return gs, s.commit(ctx, gs, version, ev)
+		ev := s.newEvent(ctx, kind, tenant, id, nil)
+		body(ev)
+		return subj, s.commit(ctx, subj, version, ev)
 	})
 }
 
@@ -683,34 +691,11 @@ func (s *Store) IssuePAT(ctx context.Context, spec PATSpec) (PAT, error) {
 // RevokePAT voids a personal access token. Revoking a revoked one does
 // nothing.
 func (s *Store) RevokePAT(ctx context.Context, tenant, patID, reason string) error {
-	ts, err := s.command(tenant)
-	if err != nil {
-		return err
-	}
-	if err := checkText("reason", reason, maxText); err != nil {
-		return err
-	}
-	return s.decide(ctx, "revoke personal access token", func() (string, error) {
-		s.mu.RLock()
+	return s.revoke(ctx, tenant, "pat", "personal_access_token_revoked", patID, reason, func(ts *tenantState) (bool, bool) {
 		p, ok := ts.pats[patID]
-		revoked := ok && p.Revoked
-		var ps string
-		var version uint64
-		if ok {
-			ps = subject(tenant, "pat", patID)
-			version = s.versions[ps]
-		}
-		s.mu.RUnlock()
-		switch {
-		case !ok:
-			return "", fmt.Errorf("%w: personal access token %q", ErrNotFound, patID)
-		case revoked:
-			return "", nil
-		}
-		ev := s.newEvent(ctx, "personal_access_token_revoked", tenant, patID, nil)
+		return ok, ok && p.Revoked
+	}, func(ev *alpv1.Event) {
 		ev.Body = &alpv1.Event_PersonalAccessTokenRevoked{PersonalAccessTokenRevoked: &alpv1.PersonalAccessTokenRevoked{
-			Tenant: tenant, PatId: patID, Reason: reason,
-		}}
-		return ps, s.commit(ctx, ps, version, ev)
+			Tenant: tenant, PatId: patID, Reason: reason}}
 	})
 }
