@@ -53,7 +53,8 @@ test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/bus/
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/bus/ ./services/identity/
+	$(GO) test -run '^$$' -bench . ./internal/accesstoken/
 
 # The demo: start alpd all-in-one on the embedded NATS, show it healthy with
 # its streams, stop it.
