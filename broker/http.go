@@ -35,7 +35,7 @@ func (b *Broker) Handler() http.Handler {
 		}
 		id.Handler().ServeHTTP(w, r)
 	})
-	for _, p := range []string{"/signin", "/signin/", "/signout", "/oauth/", "/v1/admin/", "/v1/pats", "/v1/pats/"} {
+	for _, p := range []string{"/signin", "/signin/", "/signout", "/oauth/", "/v1/admin/", "/v1/pats", "/v1/pats/", "/.well-known/"} {
 		mux.Handle(p, identityHTTP)
 	}
 	if b.deps.Gatherer != nil {

@@ -45,6 +45,9 @@ const (
 	// DataKeysBucket holds the wrapped per-person data keys (internal/seal);
 	// the broker creates it as <NS>_DATAKEYS.
 	DataKeysBucket = "datakeys"
+	// OAuthCodesBucket holds identity's one-time authorization codes and
+	// used client-assertion ids (internal/oauthas), keyed by hashes.
+	OAuthCodesBucket = "oauthcodes"
 )
 
 // Access is what a role may do with a KV bucket.
@@ -89,6 +92,8 @@ const (
 	// Tenants: keys of the broker's tenants (data keys are keyed
 	// "<tenant domain>.<person id>").
 	Tenants
+	// AllKeys: every key (a bucket only its owner role uses).
+	AllKeys
 )
 
 // Bucket is a role's use of one KV bucket.
@@ -235,6 +240,10 @@ func useOf(role alpv1.Role) Use {
 			alpv1.Role_ROLE_POLICY:   "opens bodies",
 		}[role]
 		u.Buckets = append(u.Buckets, Bucket{Name: DataKeysBucket, Access: a, Keys: Tenants, Why: why})
+	}
+	if role == alpv1.Role_ROLE_IDENTITY {
+		u.Buckets = append(u.Buckets, Bucket{Name: OAuthCodesBucket, Access: Manage | Read | Write, Keys: AllKeys,
+			Why: "OAuth authorization codes and client-assertion ids (one-time use)"})
 	}
 	return u
 }

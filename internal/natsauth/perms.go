@@ -192,6 +192,8 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 			for _, t := range tenants {
 				keys = append(keys, t+".*")
 			}
+		case AllKeys:
+			keys = append(keys, ">")
 		}
 		if b.Access.Has(Manage) {
 			allow(&pub, "JetStream account info (CreateOrUpdateKeyValue)", "%sINFO", jsAPI)

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alpd-project/alpd/broker"
 	identityv1 "github.com/alpd-project/alpd/gen/alp/identity/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/broker"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"

@@ -28,6 +28,8 @@ import (
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/mtls"
+	"github.com/alpd-project/alpd/internal/natsauth"
+	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/signin"
@@ -151,7 +153,7 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.buildHTTP(); err != nil {
+	if err := s.buildHTTP(ctx); err != nil {
 		return err
 	}
 	s.MarkStarted()
@@ -199,7 +201,36 @@ func (s *Service) Handler() http.Handler {
 // Scopes are the scopes agents' tokens and PATs may carry.
 func Scopes() []string { return []string{"alp.read", "alp.send"} }
 
-func (s *Service) buildHTTP() error {
+func (s *Service) authorizationServer(ctx context.Context, reg *clientreg.Registrar) (*oauthas.Server, error) {
+	codes, err := s.Bus.JetStream().CreateOrUpdateKeyValue(ctx,
+		oauthas.CodesBucketConfig(s.Bus.StreamName(natsauth.OAuthCodesBucket), s.Bus.Options().Replicas))
+	if err != nil {
+		return nil, fmt.Errorf("identity: authorization code bucket: %w", err)
+	}
+	as, err := oauthas.New(oauthas.Config{
+		PublicURL:                         s.opts.PublicURL,
+		Tenants:                           s.Tenants,
+		Resource:                          s.opts.Resource,
+		Scopes:                            Scopes(),
+		RegistrationEndpoint:              s.opts.PublicURL + "/oauth/{tenant}/register",
+		ClientIDMetadataDocumentSupported: true,
+	}, oauthas.Deps{
+		Store:        s.store,
+		Clients:      &clientreg.CIMDSource{Store: s.store, Logger: s.Logger},
+		Keys:         s.Keys,
+		Sessions:     s.signin,
+		Codes:        codes,
+		Recheck:      s.recheck,
+		Registration: reg.DCRHandler,
+		Logger:       s.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("identity: authorization server: %w", err)
+	}
+	return as, nil
+}
+
+func (s *Service) buildHTTP(ctx context.Context) error {
 	mux := http.NewServeMux()
 	cfg := clientreg.Config{Store: s.store, Bus: s.Bus, Scopes: Scopes(), Logger: s.Logger}
 	if s.signin != nil {
@@ -213,8 +244,20 @@ func (s *Service) buildHTTP() error {
 	if err != nil {
 		return fmt.Errorf("identity: client registration: %w", err)
 	}
-	for _, t := range s.Tenants {
-		mux.Handle("/oauth/"+t+"/register", reg.DCRHandler(t))
+	if s.signin != nil {
+		// Agents' OAuth 2.1 authorization server, one per tenant; it needs
+		// people's sign-in to authorize.
+		as, err := s.authorizationServer(ctx, reg)
+		if err != nil {
+			return err
+		}
+		for _, p := range as.Patterns() {
+			mux.Handle(p, as.Handler())
+		}
+	} else {
+		for _, t := range s.Tenants {
+			mux.Handle("/oauth/"+t+"/register", reg.DCRHandler(t))
+		}
 	}
 	if s.signin != nil {
 		mux.Handle("/v1/admin/clients", reg.AdminHandler())

@@ -12,6 +12,7 @@ import (
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 )
@@ -108,8 +109,9 @@ func (k refreshKeeper) KeepRefreshToken(ctx context.Context, tenant, personID, t
 }
 
 // ErrPersonDisabled: the person's IdP refused their refresh token, or the
-// IdP has been unreachable for longer than the grace period.
-var ErrPersonDisabled = errors.New("identity: the person's organization no longer vouches for them")
+// IdP has been unreachable for longer than the grace period. It is the
+// authorization server's sentinel, which revokes the person's agents.
+var ErrPersonDisabled = oauthas.ErrPersonDisabled
 
 // ErrRecheckUnavailable: the IdP could not be asked, within the grace period.
 var ErrRecheckUnavailable = errors.New("identity: the person's IdP is unavailable")
