@@ -302,7 +302,11 @@ func (b *Broker) start(ctx context.Context) error {
 		svcs = append(svcs, b.identity)
 	}
 	if b.Runs("ingress") {
-		b.ingress = ingress.New(deps)
+		issuers := map[string]string{}
+		for _, t := range b.cfg.Tenants {
+			issuers[t] = identity.IssuerURL(b.publicURL(), t)
+		}
+		b.ingress = ingress.New(deps, ingress.Options{Issuers: issuers, Resource: b.publicURL()})
 		svcs = append(svcs, b.ingress)
 	}
 	if b.Runs("policy") {

@@ -2,6 +2,7 @@ package identity_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -119,8 +120,26 @@ func TestIntrospect(t *testing.T) {
 	if res.GetActive() || res.GetErrorCode() != "invalid_token" {
 		t.Fatalf("other resource: %v", res)
 	}
+	// Ingress verifies locally on its own projection of identity's stream.
+	var iv *accesstoken.Verifier
+	for deadline := time.Now().Add(10 * time.Second); iv == nil; time.Sleep(20 * time.Millisecond) {
+		if iv = b.Ingress().Verifier(); iv == nil && time.Now().After(deadline) {
+			t.Fatal("ingress has no verifier")
+		}
+	}
+	if c, err := iv.Verify(ctx, good); err != nil || c.Subject != person.ID {
+		t.Fatalf("ingress verify: %v %v", c, err)
+	}
 	if err := store.RevokeGrant(ctx, "example.org", grant.ID, "test"); err != nil {
 		t.Fatal(err)
+	}
+	// The revocation reaches ingress through the bus.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := iv.Verify(ctx, good); errors.Is(err, accesstoken.ErrRevoked) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("ingress still accepts a revoked grant: %v", err)
+		}
 	}
 	res, _ = client.Introspect(ctx, &identityv1.IntrospectRequest{Token: good})
 	if res.GetActive() {

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
@@ -19,8 +21,10 @@ import (
 	ingressv1 "github.com/alpd-project/alpd/gen/alp/ingress/v1"
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
 )
@@ -29,20 +33,82 @@ import (
 type Service struct {
 	service.Base
 	ingressv1.UnimplementedIngressServiceServer
+	opts     Options
+	verifier atomic.Pointer[accesstoken.Verifier]
+}
+
+// Options are ingress's own settings.
+type Options struct {
+	// Issuers maps each tenant to its OAuth issuer; Resource is the audience
+	// agents' tokens must carry.
+	Issuers  map[string]string
+	Resource string
+	// MaxStaleness of the revocation projection before every token is
+	// refused (default 30s).
+	MaxStaleness time.Duration
 }
 
 // New builds the ingress service.
-func New(d service.Deps) *Service {
-	return &Service{Base: service.NewBase(alpv1.Role_ROLE_INGRESS, d)}
+func New(d service.Deps, o Options) *Service {
+	if o.MaxStaleness == 0 {
+		o.MaxStaleness = 30 * time.Second
+	}
+	return &Service{Base: service.NewBase(alpv1.Role_ROLE_INGRESS, d), opts: o}
 }
 
-// Start creates the send stream.
+// Start creates the send stream and starts following identity's
+// revocations, which agents' tokens are checked against.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.EnsureOwnedStreams(ctx); err != nil {
 		return err
 	}
+	go s.followIdentity(ctx)
 	s.MarkStarted()
 	return nil
+}
+
+// followIdentity opens the identity projection once identity's stream
+// exists (in split mode identity may start later) and builds the token
+// verifier on it.
+func (s *Service) followIdentity(ctx context.Context) {
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		store, err := identitystore.Open(ctx, s.Bus, s.Tenants, s.Logger)
+		if err == nil {
+			s.verifier.Store(&accesstoken.Verifier{
+				Keys:         accesstoken.FromKeyStore(s.Keys),
+				Resource:     s.opts.Resource,
+				Issuers:      s.opts.Issuers,
+				Revocations:  store,
+				MaxStaleness: s.opts.MaxStaleness,
+			})
+			<-ctx.Done()
+			store.Close()
+			return
+		}
+		s.Logger.Debug("identity projection not available yet", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+}
+
+// Verifier checks agents' access tokens locally, with revocations from the
+// identity stream; nil until the projection is open.
+func (s *Service) Verifier() *accesstoken.Verifier { return s.verifier.Load() }
+
+// Ready adds the token verifier: without a fresh revocation projection
+// ingress would have to refuse every agent, so it is not ready.
+func (s *Service) Ready() error {
+	if err := s.Base.Ready(); err != nil {
+		return err
+	}
+	v := s.verifier.Load()
+	if v == nil {
+		return errors.New("ingress: identity's revocations are not followed yet")
+	}
+	return v.Revocations.Fresh(s.opts.MaxStaleness)
 }
 
 // RegisterGRPC registers the ingress gRPC API.
