@@ -239,7 +239,7 @@ func (t *tenantAS) verifyAssertion(ctx context.Context, cc *op.ClientCredentials
 	for i, a := range assertionAlgs {
 		algs[i] = jose.SignatureAlgorithm(a)
 	}
-	sig, err := jose.ParseSigned(cc.ClientAssertion, algs)
+	sig, err := jose.ParseSignedCompact(cc.ClientAssertion, algs)
 	if err != nil || len(sig.Signatures) != 1 {
 		return fail("the client assertion is not a signed JWT with an accepted algorithm")
 	}

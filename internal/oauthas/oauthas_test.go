@@ -332,7 +332,7 @@ func (h *harness) grantOfClaims(t *testing.T, token string) identitystore.Grant 
 	t.Helper()
 	parts := strings.Split(token, ".")
 	var cl struct{ Tenant, Grant string }
-	b, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
+	b, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil || len(parts) != 3 {
 		t.Fatal(err)
 	}
