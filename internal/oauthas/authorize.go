@@ -92,6 +92,16 @@ func (t *tenantAS) Authorize(ctx context.Context, cr *op.ClientRequest[oidc.Auth
 		return t.signInRedirect(cr), nil
 	}
 
+	if needsConsent(cl.c) && !t.s.validConsent(cr.Form.Get("consent"), t.tenant, sess.PersonID, cl.c.ID, d.RedirectURI, d.CodeChallenge) {
+		form := url.Values{}
+		for k, v := range cr.Form {
+			if k != "consent" {
+				form[k] = v
+			}
+		}
+		return op.NewRedirect(PathPrefix + t.tenant + PathConsent + "?" + form.Encode()), nil
+	}
+
 	now := t.s.now()
 	code := newSecret(codePrefix)
 	entry := codeEntry{

@@ -135,12 +135,18 @@ var _ Store = (*identitystore.Store)(nil)
 type Sessions interface {
 	Session(r *http.Request) (*signin.Session, error)
 	SignInURL(tenant, returnPath string, fresh bool) string
+	// CheckCSRF guards the consent form.
+	CheckCSRF(r *http.Request) error
 }
 
 var _ Sessions = (*signin.Service)(nil)
 
 // Config configures the authorization servers of a broker.
 type Config struct {
+	// ConsentKey (at least 32 bytes, the same on every replica) signs the
+	// consent tickets that carry a person's approval of a consumer agent
+	// from the consent page back to the authorization endpoint.
+	ConsentKey []byte
 	// PublicURL is the broker's public base URL, scheme://host[:port] with
 	// no path, e.g. "https://broker.example.org". https, or http on a
 	// loopback host (tests, local experiments).

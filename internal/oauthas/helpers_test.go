@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -139,6 +141,9 @@ func (nopKeeper) KeepRefreshToken(context.Context, string, string, string) error
 // JetStream, key store, sign-in through two test IdPs, and the
 // authorization servers, over real HTTP on 127.0.0.1.
 type harness struct {
+	// consent is how the person answers consent pages ("allow", "deny";
+	// "" leaves the page as the answer).
+	consent string
 	t       *testing.T
 	public  string
 	srv     *httptest.Server
@@ -165,7 +170,7 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h := &harness{t: t, recheck: &recheck{}, admin: map[string]string{}}
+	h := &harness{t: t, recheck: &recheck{}, admin: map[string]string{}, consent: "allow"}
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	// Identity stream and store.
@@ -234,7 +239,8 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 		deps.Recheck = nil
 	}
 	h.as, err = oauthas.New(oauthas.Config{
-		PublicURL: h.public, Tenants: tenants, Resource: h.mcp, Resources: []string{h.rest},
+		ConsentKey: testConsentKey,
+		PublicURL:  h.public, Tenants: tenants, Resource: h.mcp, Resources: []string{h.rest},
 		Scopes: []string{scopeRead, scopeSend}, CodeTTL: o.codeTTL,
 		RegistrationEndpoint: h.public + "/oauth/{tenant}/register", ClientIDMetadataDocumentSupported: true,
 	}, deps)
@@ -361,11 +367,39 @@ type answer struct {
 	header   http.Header
 }
 
+// testConsentKey signs consent tickets in tests.
+var testConsentKey = bytes.Repeat([]byte{7}, 32)
+
+var hiddenField = regexp.MustCompile(`name="(csrf|request)" value="([^"]*)"`)
+
 func (h *harness) get(c *http.Client, u string) answer {
 	h.t.Helper()
 	resp, err := c.Get(u)
 	if err != nil {
 		h.t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK && strings.HasSuffix(resp.Request.URL.Path, oauthas.PathConsent) && h.consent != "" {
+		return h.decide(c, resp.Request.URL.String(), string(b), h.consent)
+	}
+	return answer{status: resp.StatusCode, location: resp.Header.Get("Location"), body: string(b), header: resp.Header}
+}
+
+// decide answers the consent page (body, at pageURL) with decision, as
+// the person's browser does.
+func (h *harness) decide(c *http.Client, pageURL, body, decision string) answer {
+	h.t.Helper()
+	form := url.Values{"decision": {decision}}
+	for _, m := range hiddenField.FindAllStringSubmatch(body, -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	req, _ := http.NewRequest(http.MethodPost, pageURL, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", h.public)
+	resp, err := c.Do(req)
+	if err != nil {
+		h.t.Fatalf("POST consent: %v", err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)

@@ -959,7 +959,7 @@ func mustJSON(v any) string {
 
 func TestConfig(t *testing.T) {
 	t.Parallel()
-	good := oauthas.Config{PublicURL: "https://broker.example", Tenants: []string{"a.example"},
+	good := oauthas.Config{ConsentKey: testConsentKey, PublicURL: "https://broker.example", Tenants: []string{"a.example"},
 		Resource: "https://broker.example/mcp", Scopes: []string{"alp.read"}}
 	for name, mut := range map[string]func(*oauthas.Config){
 		"no public url":  func(c *oauthas.Config) { c.PublicURL = "" },

@@ -56,6 +56,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	switch {
+	case len(cfg.ConsentKey) < 32:
+		return nil, errNoConsentKey
 	case deps.Store == nil:
 		return nil, errors.New("oauthas: Deps.Store is required")
 	case deps.Keys == nil:
@@ -167,6 +169,7 @@ func (s *Server) buildHandler() http.Handler {
 			op.WithEncoder(issEncoder{inner: oidc.NewEncoder(), iss: ts.issuer}),
 			op.WithServerCORSOptions(corsOpts))
 		mux.Handle(prefix+"/", noStore(http.StripPrefix(prefix, methodGuard(h))))
+		mux.Handle(prefix+PathConsent, noStore(ts.consentHandler()))
 		if s.deps.Registration != nil {
 			if reg := s.deps.Registration(t); reg != nil {
 				mux.Handle(prefix+PathRegister, reg)

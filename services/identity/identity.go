@@ -207,7 +207,12 @@ func (s *Service) authorizationServer(ctx context.Context, reg *clientreg.Regist
 	if err != nil {
 		return nil, fmt.Errorf("identity: authorization code bucket: %w", err)
 	}
+	consentKey, err := s.sealedSecret(ctx, s.Tenants[0], "oauth-consent", alpv1.KeyPurpose_KEY_PURPOSE_COOKIE, 32)
+	if err != nil {
+		return nil, fmt.Errorf("identity: consent key: %w", err)
+	}
 	as, err := oauthas.New(oauthas.Config{
+		ConsentKey:                        consentKey,
 		PublicURL:                         s.opts.PublicURL,
 		Tenants:                           s.Tenants,
 		Resource:                          s.opts.Resource,

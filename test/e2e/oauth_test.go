@@ -5,10 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"html"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +93,23 @@ func TestAgentOAuthFlow(t *testing.T) {
 		return nil
 	}}
 	resp, err = browser.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// A consumer agent needs the person's consent, on their broker's page.
+	if resp.StatusCode != http.StatusOK || !strings.HasSuffix(resp.Request.URL.Path, "/consent") {
+		t.Fatalf("no consent page: %d at %s", resp.StatusCode, resp.Request.URL)
+	}
+	form := url.Values{"decision": {"allow"}}
+	for _, m := range regexp.MustCompile(`name="(csrf|request)" value="([^"]*)"`).FindAllStringSubmatch(string(page), -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	req, _ := http.NewRequest(http.MethodPost, resp.Request.URL.String(), strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", public)
+	resp, err = browser.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
