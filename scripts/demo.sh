@@ -5,13 +5,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=./bin
+# curl plays the person's browser; install it if the machine lacks it.
+command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
 DATA=$(mktemp -d)
 PORT=${ALPD_DEMO_PORT:-18080}
 LOG="$DATA/alpd.log"
 trap 'kill -TERM "${PID:-}" 2>/dev/null || true; rm -rf "$DATA"' EXIT
 
-echo "== starting alpd (all six services, embedded NATS, data in $DATA)"
-ALPD_TENANTS=example.org "$BIN/alpd" --data-dir "$DATA" --http-addr "127.0.0.1:$PORT" 2>"$LOG" &
+cat >"$DATA/alpd.yaml" <<YAML
+broker:
+  tenants: [{domain: example.org}]
+identity:
+  test_idp:            # an in-process OpenID provider standing in for the organization's (demo only)
+    enabled: true
+    users:
+      - {username: ana, password: ana-demo, roles: [alp.admin]}
+YAML
+
+echo "== starting alpd (all six services, embedded NATS, test IdP, data in $DATA)"
+"$BIN/alpd" --config "$DATA/alpd.yaml" --data-dir "$DATA" --http-addr "127.0.0.1:$PORT" 2>"$LOG" &
 PID=$!
 
 for _ in $(seq 1 100); do
@@ -21,6 +33,16 @@ for _ in $(seq 1 100); do
 done
 echo
 "$BIN/alpctl" --broker "http://127.0.0.1:$PORT" status
+echo
+echo "== ana signs in through her organization's IdP (the test IdP) and looks at her session"
+JAR="$DATA/cookies"
+curl -sfL -c "$JAR" -b "$JAR" -o /dev/null "http://127.0.0.1:$PORT/signin?tenant=example.org&login_hint=ana&return=/healthz"
+curl -sf -b "$JAR" "http://127.0.0.1:$PORT/signin/session" | sed -e 's/"csrf":"[^"]*"/"csrf":"…"/'
+echo
+echo
+echo "== the agents' authorization server (RFC 8414 metadata)"
+curl -sf "http://127.0.0.1:$PORT/.well-known/oauth-authorization-server/oauth/example.org" | head -c 400
+echo " …"
 echo
 echo "== stopping alpd (SIGTERM)"
 kill -TERM "$PID"
