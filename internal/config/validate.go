@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/alpd-project/alpd/internal/loopback"
 )
 
 // Limits enforced by Validate.
@@ -234,7 +236,7 @@ func (c *Config) validate() []fieldError {
 			bad(path+".tenant", "%q already has an IdP", idp.Tenant)
 		}
 		idpFor[idp.Tenant] = true
-		if iu, err := url.Parse(idp.Issuer); err != nil || (iu.Scheme != "https" && !(iu.Scheme == "http" && isLoopbackHost(iu.Hostname()))) || iu.Host == "" {
+		if iu, err := url.Parse(idp.Issuer); err != nil || (iu.Scheme != "https" && !(iu.Scheme == "http" && loopback.Host(iu.Hostname()))) || iu.Host == "" {
 			bad(path+".issuer", "%q must be an https URL (http only on loopback)", idp.Issuer)
 		}
 		if idp.ClientID == "" {
@@ -249,7 +251,7 @@ func (c *Config) validate() []fieldError {
 	if tp := c.Identity.TestIdP; tp.Enabled {
 		if problem := checkHostPort(tp.Listen, false); problem != "" {
 			bad("identity.test_idp.listen", "%s", problem)
-		} else if host, _, _ := net.SplitHostPort(tp.Listen); !isLoopbackHost(host) && !tp.ForceNonLoopback {
+		} else if host, _, _ := net.SplitHostPort(tp.Listen); !loopback.Host(host) && !tp.ForceNonLoopback {
 			bad("identity.test_idp.listen", "%q is not a loopback address: the test IdP accepts any password configured here; set force_non_loopback only if you mean it", tp.Listen)
 		}
 		if len(tp.Users) == 0 {
@@ -432,15 +434,6 @@ func redactURL(s string) string {
 		return s[:i+3] + "xxxxx" + s[j:]
 	}
 	return s
-}
-
-// checkFile returns what is wrong with path as a file to read, or "".
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 func checkFile(path string) string {

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +35,7 @@ import (
 	"github.com/alpd-project/alpd/internal/config"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/loopback"
 	"github.com/alpd-project/alpd/internal/mtls"
 	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/signin"
@@ -134,7 +134,7 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 		IdPs:      idps,
 		// Non-Secure cookies only where browsers would drop Secure ones:
 		// plain http on loopback (tests, the demo).
-		InsecureCookies: strings.HasPrefix(cfg.PublicURL(), "http://") && loopbackURL(cfg.PublicURL()),
+		InsecureCookies: strings.HasPrefix(cfg.PublicURL(), "http://") && loopback.URL(cfg.PublicURL()),
 		OpsLimits: broker.OpsLimits{
 			Rate:  rate.Limit(float64(cfg.Ops.TracePerMinute) / 60),
 			Burst: cfg.Ops.TraceBurst,
@@ -251,16 +251,6 @@ func (d *Daemon) startTestIdP(cfg config.Config, tenant string) (signin.TenantId
 		Tenant: tenant, Issuer: idp.Issuer(), ClientID: "alpd", ClientSecret: secret,
 		TenantID: tp.TenantID, VerifiedDomains: []string{tenant}, EmailDomains: []string{tenant},
 	}, nil
-}
-
-func loopbackURL(u string) bool {
-	pu, err := url.Parse(u)
-	if err != nil {
-		return false
-	}
-	h := pu.Hostname()
-	ip := net.ParseIP(h)
-	return h == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 // natsOptions authenticate a process to an external NATS: with an nkey

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/loopback"
 	"github.com/alpd-project/alpd/internal/signin"
 )
 
@@ -238,7 +238,7 @@ func (c *Config) normalize() error {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !loopbackHost(u.Hostname()) {
+		if !loopback.Host(u.Hostname()) {
 			return fmt.Errorf("oauthas: PublicURL %q: plain http only on a loopback host", c.PublicURL)
 		}
 	default:
@@ -311,7 +311,7 @@ func checkResourceURI(r string) error {
 	switch {
 	case err != nil:
 		return errors.New("not a URI")
-	case u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname())):
+	case u.Scheme != "https" && !(u.Scheme == "http" && loopback.Host(u.Hostname())):
 		return errors.New("want https (http only on loopback)")
 	case u.Host == "" || u.User != nil:
 		return errors.New("want an absolute URI with a host and no user information")
@@ -319,14 +319,6 @@ func checkResourceURI(r string) error {
 		return errors.New("must not contain a fragment")
 	}
 	return nil
-}
-
-func loopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // scopeToken: RFC 6749 §3.3 scope-token (%x21 / %x23-5B / %x5D-7E).

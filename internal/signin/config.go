@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/alpd-project/alpd/internal/loopback"
 )
 
 // Defaults.
@@ -150,7 +151,7 @@ func (cfg Config) normalize() (Config, []*tenantConfig, string, error) {
 		switch {
 		case u.Scheme == "https" && cfg.Insecure:
 			bad("Insecure is set but PublicURL %q is https: refusing to send cookies without the Secure attribute", cfg.PublicURL)
-		case u.Scheme == "http" && !isLoopbackHost(host):
+		case u.Scheme == "http" && !loopback.Host(host):
 			bad("refusing PublicURL %q: plain http is allowed only on a loopback host (127.0.0.0/8, ::1, localhost)", cfg.PublicURL)
 		case u.Scheme == "http" && !cfg.Insecure:
 			bad("PublicURL %q is plain http: Secure cookies would never be sent back; set Insecure (allowed on loopback only) or use https", cfg.PublicURL)
@@ -241,7 +242,7 @@ func normalizeTenant(t TenantIdP) (*tenantConfig, []string) {
 	case iu.Host == "" || iu.User != nil || iu.RawQuery != "" || iu.Fragment != "":
 		bad("Issuer %q must be an absolute URL without user info, query or fragment", t.Issuer)
 	case iu.Scheme == "https":
-	case iu.Scheme == "http" && isLoopbackHost(iu.Hostname()):
+	case iu.Scheme == "http" && loopback.Host(iu.Hostname()):
 	default:
 		bad("Issuer %q must be https (plain http only on a loopback host)", t.Issuer)
 	}
@@ -309,13 +310,4 @@ func normalizeTenant(t TenantIdP) (*tenantConfig, []string) {
 		return nil, errs
 	}
 	return tc, nil
-}
-
-// isLoopbackHost reports whether host (no port) is localhost or a loopback IP.
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/alpd-project/alpd/internal/loopback"
 )
 
 // Default lifetimes. Access and ID tokens are short on purpose: tests that
@@ -215,17 +216,8 @@ func checkIssuer(raw string, allowNonLoopback bool) (string, error) {
 	if u.Port() == "0" {
 		return "", fmt.Errorf("testidp: issuer %q has port 0; leave Config.Issuer empty to derive it from the listener", raw)
 	}
-	if !allowNonLoopback && !isLoopbackHost(u.Hostname()) {
+	if !allowNonLoopback && !loopback.Host(u.Hostname()) {
 		return "", fmt.Errorf("testidp: refusing non-loopback issuer %q: testidp is a test tool with known passwords and only serves 127.0.0.0/8, ::1 or localhost unless Config.AllowNonLoopback is set", raw)
 	}
 	return strings.TrimSuffix(u.String(), "/"), nil
-}
-
-// isLoopbackHost reports whether host (no port) is localhost or a loopback IP.
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

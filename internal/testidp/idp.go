@@ -44,6 +44,8 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 	"golang.org/x/oauth2"
+
+	"github.com/alpd-project/alpd/internal/loopback"
 )
 
 const (
@@ -191,7 +193,7 @@ func (idp *IdP) Start(addr string) error {
 	if err != nil {
 		return fmt.Errorf("testidp: listen address %q: %w", addr, err)
 	}
-	if !idp.cfg.AllowNonLoopback && !isLoopbackHost(host) {
+	if !idp.cfg.AllowNonLoopback && !loopback.Host(host) {
 		return fmt.Errorf("testidp: refusing to listen on non-loopback address %q: use 127.0.0.1, ::1 or localhost, or set Config.AllowNonLoopback", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
