@@ -30,6 +30,7 @@ import (
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natsauth"
+	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/signin"
@@ -304,7 +305,7 @@ func (b *Broker) start(ctx context.Context) error {
 	if b.Runs("ingress") {
 		issuers := map[string]string{}
 		for _, t := range b.cfg.Tenants {
-			issuers[t] = identity.IssuerURL(b.publicURL(), t)
+			issuers[t] = oauthas.IssuerURL(b.publicURL(), t)
 		}
 		b.ingress = ingress.New(deps, ingress.Options{Issuers: issuers, Resource: b.publicURL()})
 		svcs = append(svcs, b.ingress)

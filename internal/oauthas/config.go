@@ -42,6 +42,12 @@ const (
 // lives: the issuer of tenant T is <PublicURL>/oauth/T.
 const PathPrefix = "/oauth/"
 
+// IssuerURL is the issuer of tenant's authorization server on a broker at
+// publicURL: <publicURL>/oauth/<tenant>.
+func IssuerURL(publicURL, tenant string) string {
+	return strings.TrimRight(publicURL, "/") + PathPrefix + tenant
+}
+
 // Paths of a tenant's endpoints, relative to its issuer.
 const (
 	PathAuthorize = "/authorize"

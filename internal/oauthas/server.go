@@ -81,7 +81,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.codes = codeStore{kv: deps.Codes}
 	issuers := map[string]string{}
 	for _, t := range cfg.Tenants {
-		ts := &tenantAS{s: s, tenant: t, issuer: cfg.PublicURL + PathPrefix + t}
+		ts := &tenantAS{s: s, tenant: t, issuer: IssuerURL(cfg.PublicURL, t)}
 		s.tenants[t] = ts
 		issuers[t] = ts.issuer
 	}

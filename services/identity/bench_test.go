@@ -12,7 +12,7 @@ import (
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
-	"github.com/alpd-project/alpd/services/identity"
+	"github.com/alpd-project/alpd/internal/oauthas"
 )
 
 // BenchmarkTokenCheck measures, in one run, the three ways a request's
@@ -42,7 +42,7 @@ func BenchmarkTokenCheck(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	issuer := &accesstoken.Issuer{Keys: ks, Issuers: map[string]string{"example.org": identity.IssuerURL("https://broker.example", "example.org")}}
+	issuer := &accesstoken.Issuer{Keys: ks, Issuers: map[string]string{"example.org": oauthas.IssuerURL("https://broker.example", "example.org")}}
 	token, err := issuer.Mint(ctx, accesstoken.Claims{Subject: person.ID, Audience: "https://broker.example", Tenant: "example.org",
 		ClientID: "app", AgentID: "agent-1", GrantID: grant.ID, Class: accesstoken.ClassConsumer, Scopes: []string{"alp.send"}})
 	if err != nil {

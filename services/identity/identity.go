@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,7 +51,7 @@ type Service struct {
 // Options are identity's own settings.
 type Options struct {
 	// PublicURL is the broker's external base URL; each tenant's OAuth
-	// issuer is IssuerURL(PublicURL, tenant).
+	// issuer is oauthas.IssuerURL(PublicURL, tenant).
 	PublicURL string
 	// Resource is the audience agents' access tokens are bound to (RFC
 	// 8707); default PublicURL.
@@ -70,11 +69,6 @@ type Options struct {
 	RecheckGrace time.Duration
 	// HTTPClient talks to the IdPs (default: 15 s timeout).
 	HTTPClient *http.Client
-}
-
-// IssuerURL is tenant's OAuth 2.1 issuer on a broker at publicURL.
-func IssuerURL(publicURL, tenant string) string {
-	return strings.TrimRight(publicURL, "/") + "/oauth/" + tenant
 }
 
 // New builds the identity service.
@@ -139,7 +133,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}()
 	issuers := map[string]string{}
 	for _, t := range s.Tenants {
-		issuers[t] = IssuerURL(s.opts.PublicURL, t)
+		issuers[t] = oauthas.IssuerURL(s.opts.PublicURL, t)
 	}
 	s.verifier = &accesstoken.Verifier{
 		Keys:         accesstoken.FromKeyStore(s.Keys),

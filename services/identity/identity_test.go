@@ -17,7 +17,7 @@ import (
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
-	"github.com/alpd-project/alpd/services/identity"
+	"github.com/alpd-project/alpd/internal/oauthas"
 )
 
 func TestErasePersonRPC(t *testing.T) {
@@ -97,7 +97,7 @@ func TestIntrospect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	issuer := &accesstoken.Issuer{Keys: ks, Issuers: map[string]string{"example.org": identity.IssuerURL("https://broker.example", "example.org")}}
+	issuer := &accesstoken.Issuer{Keys: ks, Issuers: map[string]string{"example.org": oauthas.IssuerURL("https://broker.example", "example.org")}}
 	mint := func(aud string) string {
 		tok, err := issuer.Mint(ctx, accesstoken.Claims{Subject: person.ID, Audience: aud, Tenant: "example.org",
 			ClientID: "agent-app", AgentID: "agent-1", GrantID: grant.ID, Class: accesstoken.ClassConsumer, Scopes: []string{"alp.send"}})
