@@ -351,7 +351,7 @@ func (b *Bus) Append(ctx context.Context, subject string, expected uint64, ev *a
 	}
 	// The server answers a retry of a stored append with a conflict (the
 	// expectation is checked before dedupe), so look at what is last.
-	last, lerr := b.lastOnSubject(ctx, subject)
+	last, lerr := b.LastMessage(ctx, subject)
 	if lerr != nil {
 		return 0, fmt.Errorf("bus: append %s on %s: conflict, and reading the last message failed: %w", Kind(ev), subject, lerr)
 	}
@@ -365,14 +365,15 @@ func (b *Bus) Append(ctx context.Context, subject string, expected uint64, ev *a
 // LastSequence is the sequence of the last message on subject in stream, 0
 // when the subject is empty: the version to pass to Append.
 func (b *Bus) LastSequence(ctx context.Context, subject string) (uint64, error) {
-	m, err := b.lastOnSubject(ctx, subject)
+	m, err := b.LastMessage(ctx, subject)
 	if err != nil || m == nil {
 		return 0, err
 	}
 	return m.Sequence, nil
 }
 
-func (b *Bus) lastOnSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+// LastMessage is the last message stored on subject, nil when there is none.
+func (b *Bus) LastMessage(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
 	name, err := b.js.StreamNameBySubject(ctx, subject)
 	if err != nil {
 		return nil, fmt.Errorf("bus: stream for %s: %w", subject, err)

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/oauthas"
@@ -64,16 +62,9 @@ func (s *Service) lastSecret(ctx context.Context, subject string) ([]byte, error
 
 // last reads the newest event on an identity subject, nil when none.
 func (s *Service) last(ctx context.Context, subject string) (*alpv1.Event, error) {
-	st, err := s.Bus.JetStream().Stream(ctx, s.Bus.StreamName(streams.Identity))
-	if err != nil {
-		return nil, fmt.Errorf("identity: stream: %w", err)
-	}
-	m, err := st.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("identity: read %s: %w", subject, err)
+	m, err := s.Bus.LastMessage(ctx, subject)
+	if err != nil || m == nil {
+		return nil, err
 	}
 	ev, err := bus.Decode(m.Data)
 	if err != nil {
