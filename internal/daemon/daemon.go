@@ -455,14 +455,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("alpd serving", "http", d.HTTPAddr(), "service", orAll(d.service), "embedded_nats", d.cfg.Embedded())
 
 	var err error
+	brokerDone := false
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
 	case err = <-runErr:
+		brokerDone = true
 		if err == nil {
 			err = errors.New("broker stopped")
 		}
-		runErr <- nil
 	}
 	d.log.Info("alpd shutting down")
 	shutCtx, shutCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -472,8 +473,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.grpc.GracefulStop()
 	}
 	cancel()
-	if berr := <-runErr; err == nil {
-		err = berr
+	if !brokerDone {
+		if berr := <-runErr; err == nil {
+			err = berr
+		}
 	}
 	return err
 }
