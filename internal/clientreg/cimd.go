@@ -371,6 +371,11 @@ func (s *CIMDSource) fetch(ctx context.Context, clientID string) (checked, error
 		return checked{}, invalid("document of %d bytes is larger than %d bytes", resp.ContentLength, s.MaxBytes)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, s.MaxBytes+1))
+	// When the deadline cuts the connection, the read can end with a clean
+	// EOF on a truncated body: the deadline, not the bytes, decides.
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 			return checked{}, unreachable("no complete answer within %v", s.Timeout)
