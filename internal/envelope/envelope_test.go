@@ -16,7 +16,7 @@ import (
 
 func withHeaders() *alpv1.Envelope {
 	env := &alpv1.Envelope{Id: "env-1", Tenant: "example.org", Type: "note/v1"}
-	SetNLIP(env, &nlipv1.NlipHeader{Messagetype: "alp.send", Format: "structured", Subformat: "json", ConversationToken: "c1"})
+	SetNLIP(env, &nlipv1.NlipHeader{Messagetype: "alp.send", Format: "structured", Subformat: "json", CorrelationId: "c1"})
 	SetNMP(env, &nmpv1.NmpHeader{
 		Trust:   nmpv1.TrustLevel_TRUST_LEVEL_TRUSTED,
 		Signals: &nmpv1.Signals{UrgencyMilli: 700, RewardMilli: -200},
@@ -38,7 +38,7 @@ func TestExtensionsRoundTrip(t *testing.T) {
 	if !proto.Equal(env, got) {
 		t.Fatalf("round trip changed the envelope:\n%v\n%v", env, got)
 	}
-	if NLIP(got).GetConversationToken() != "c1" || NMP(got).GetBudget().GetMaxTokens() != 5000 {
+	if NLIP(got).GetCorrelationId() != "c1" || NMP(got).GetBudget().GetMaxTokens() != 5000 {
 		t.Fatalf("headers lost: %v", got)
 	}
 }

@@ -22,19 +22,34 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// NlipHeader keeps what the agent's NLIP message said about itself, so the
-// reply and the recipient's copy can be rendered back to NLIP. Authentication
-// tokens are never kept: ingress strips them.
+// NlipHeader keeps what the agent's NLIP message said, so the reply and the
+// recipient's copy can be rendered back to NLIP without loss
+// (internal/nlip ToHeader/FromHeader). Authentication tokens are never kept:
+// ingress strips them.
+//
+// On a stream, content and submessages are sealed: ingress moves them into
+// sealed (a NlipParts message sealed with the sender's data key) and clears
+// them, so only the shape (messagetype, format, subformat, labels) is in the
+// clear.
 type NlipHeader struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Messagetype string                 `protobuf:"bytes,1,opt,name=messagetype" json:"messagetype,omitempty"`
 	Format      string                 `protobuf:"bytes,2,opt,name=format" json:"format,omitempty"`
 	Subformat   string                 `protobuf:"bytes,3,opt,name=subformat" json:"subformat,omitempty"`
-	// Conversation token (an NLIP token submessage labeled "conversation").
+	// Superseded by the conversation token submessages in parts, which are
+	// sealed on streams; never set.
+	//
+	// Deprecated: Marked as deprecated in alp/nlip/v1/nlip.proto.
 	ConversationToken string `protobuf:"bytes,4,opt,name=conversation_token,json=conversationToken" json:"conversation_token,omitempty"`
 	CorrelationId     string `protobuf:"bytes,5,opt,name=correlation_id,json=correlationId" json:"correlation_id,omitempty"`
 	// Labels of the submessages, in order.
-	Labels        []string `protobuf:"bytes,6,rep,name=labels" json:"labels,omitempty"`
+	Labels []string `protobuf:"bytes,6,rep,name=labels" json:"labels,omitempty"`
+	// The top-level content and the submessages, in order. Empty on streams
+	// (see sealed).
+	Parts *NlipParts `protobuf:"bytes,7,opt,name=parts" json:"parts,omitempty"`
+	// parts, sealed with the sender's data key; the additional data binds it
+	// to the envelope id and the purpose "nlip".
+	SealedParts   *v1.SealedBody `protobuf:"bytes,8,opt,name=sealed_parts,json=sealedParts" json:"sealed_parts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -90,6 +105,7 @@ func (x *NlipHeader) GetSubformat() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in alp/nlip/v1/nlip.proto.
 func (x *NlipHeader) GetConversationToken() string {
 	if x != nil {
 		return x.ConversationToken
@@ -110,6 +126,254 @@ func (x *NlipHeader) GetLabels() []string {
 	}
 	return nil
 }
+
+func (x *NlipHeader) GetParts() *NlipParts {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *NlipHeader) GetSealedParts() *v1.SealedBody {
+	if x != nil {
+		return x.SealedParts
+	}
+	return nil
+}
+
+// NlipParts is the content of an NLIP message apart from its header fields.
+type NlipParts struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *Content               `protobuf:"bytes,1,opt,name=content" json:"content,omitempty"`
+	Submessages   []*Submessage          `protobuf:"bytes,2,rep,name=submessages" json:"submessages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NlipParts) Reset() {
+	*x = NlipParts{}
+	mi := &file_alp_nlip_v1_nlip_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NlipParts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NlipParts) ProtoMessage() {}
+
+func (x *NlipParts) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_nlip_v1_nlip_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NlipParts.ProtoReflect.Descriptor instead.
+func (*NlipParts) Descriptor() ([]byte, []int) {
+	return file_alp_nlip_v1_nlip_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NlipParts) GetContent() *Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *NlipParts) GetSubmessages() []*Submessage {
+	if x != nil {
+		return x.Submessages
+	}
+	return nil
+}
+
+// Submessage is one NLIP submessage.
+type Submessage struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Label     string                 `protobuf:"bytes,1,opt,name=label" json:"label,omitempty"`
+	Format    string                 `protobuf:"bytes,2,opt,name=format" json:"format,omitempty"`
+	Subformat string                 `protobuf:"bytes,3,opt,name=subformat" json:"subformat,omitempty"`
+	Content   *Content               `protobuf:"bytes,4,opt,name=content" json:"content,omitempty"`
+	// The content was moved into the envelope (for example the typed body of
+	// an ALP send, which is the envelope's body): content is empty here and is
+	// restored from the envelope field named by this value ("body", "to").
+	MovedTo       string `protobuf:"bytes,5,opt,name=moved_to,json=movedTo" json:"moved_to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Submessage) Reset() {
+	*x = Submessage{}
+	mi := &file_alp_nlip_v1_nlip_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Submessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Submessage) ProtoMessage() {}
+
+func (x *Submessage) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_nlip_v1_nlip_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Submessage.ProtoReflect.Descriptor instead.
+func (*Submessage) Descriptor() ([]byte, []int) {
+	return file_alp_nlip_v1_nlip_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Submessage) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *Submessage) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *Submessage) GetSubformat() string {
+	if x != nil {
+		return x.Subformat
+	}
+	return ""
+}
+
+func (x *Submessage) GetContent() *Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *Submessage) GetMovedTo() string {
+	if x != nil {
+		return x.MovedTo
+	}
+	return ""
+}
+
+// Content is an NLIP content value, kept exactly: a JSON string as text,
+// binary data as raw bytes, and any other JSON value (number, object, array,
+// boolean, null) as its canonical JSON (RFC 8785).
+type Content struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Value:
+	//
+	//	*Content_Text
+	//	*Content_Binary
+	//	*Content_Json
+	Value         isContent_Value `protobuf_oneof:"value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Content) Reset() {
+	*x = Content{}
+	mi := &file_alp_nlip_v1_nlip_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Content) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Content) ProtoMessage() {}
+
+func (x *Content) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_nlip_v1_nlip_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Content.ProtoReflect.Descriptor instead.
+func (*Content) Descriptor() ([]byte, []int) {
+	return file_alp_nlip_v1_nlip_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Content) GetValue() isContent_Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Content) GetText() string {
+	if x != nil {
+		if x, ok := x.Value.(*Content_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *Content) GetBinary() []byte {
+	if x != nil {
+		if x, ok := x.Value.(*Content_Binary); ok {
+			return x.Binary
+		}
+	}
+	return nil
+}
+
+func (x *Content) GetJson() []byte {
+	if x != nil {
+		if x, ok := x.Value.(*Content_Json); ok {
+			return x.Json
+		}
+	}
+	return nil
+}
+
+type isContent_Value interface {
+	isContent_Value()
+}
+
+type Content_Text struct {
+	Text string `protobuf:"bytes,1,opt,name=text,oneof"`
+}
+
+type Content_Binary struct {
+	Binary []byte `protobuf:"bytes,2,opt,name=binary,oneof"`
+}
+
+type Content_Json struct {
+	Json []byte `protobuf:"bytes,3,opt,name=json,oneof"`
+}
+
+func (*Content_Text) isContent_Value() {}
+
+func (*Content_Binary) isContent_Value() {}
+
+func (*Content_Json) isContent_Value() {}
 
 var file_alp_nlip_v1_nlip_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
@@ -132,15 +396,32 @@ var File_alp_nlip_v1_nlip_proto protoreflect.FileDescriptor
 
 const file_alp_nlip_v1_nlip_proto_rawDesc = "" +
 	"\n" +
-	"\x16alp/nlip/v1/nlip.proto\x12\valp.nlip.v1\x1a\x15alp/v1/envelope.proto\"\xd2\x01\n" +
+	"\x16alp/nlip/v1/nlip.proto\x12\valp.nlip.v1\x1a\x15alp/v1/envelope.proto\"\xbb\x02\n" +
 	"\n" +
 	"NlipHeader\x12 \n" +
 	"\vmessagetype\x18\x01 \x01(\tR\vmessagetype\x12\x16\n" +
 	"\x06format\x18\x02 \x01(\tR\x06format\x12\x1c\n" +
-	"\tsubformat\x18\x03 \x01(\tR\tsubformat\x12-\n" +
-	"\x12conversation_token\x18\x04 \x01(\tR\x11conversationToken\x12%\n" +
+	"\tsubformat\x18\x03 \x01(\tR\tsubformat\x121\n" +
+	"\x12conversation_token\x18\x04 \x01(\tB\x02\x18\x01R\x11conversationToken\x12%\n" +
 	"\x0ecorrelation_id\x18\x05 \x01(\tR\rcorrelationId\x12\x16\n" +
-	"\x06labels\x18\x06 \x03(\tR\x06labels:=\n" +
+	"\x06labels\x18\x06 \x03(\tR\x06labels\x12,\n" +
+	"\x05parts\x18\a \x01(\v2\x16.alp.nlip.v1.NlipPartsR\x05parts\x125\n" +
+	"\fsealed_parts\x18\b \x01(\v2\x12.alp.v1.SealedBodyR\vsealedParts\"v\n" +
+	"\tNlipParts\x12.\n" +
+	"\acontent\x18\x01 \x01(\v2\x14.alp.nlip.v1.ContentR\acontent\x129\n" +
+	"\vsubmessages\x18\x02 \x03(\v2\x17.alp.nlip.v1.SubmessageR\vsubmessages\"\xa3\x01\n" +
+	"\n" +
+	"Submessage\x12\x14\n" +
+	"\x05label\x18\x01 \x01(\tR\x05label\x12\x16\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format\x12\x1c\n" +
+	"\tsubformat\x18\x03 \x01(\tR\tsubformat\x12.\n" +
+	"\acontent\x18\x04 \x01(\v2\x14.alp.nlip.v1.ContentR\acontent\x12\x19\n" +
+	"\bmoved_to\x18\x05 \x01(\tR\amovedTo\"X\n" +
+	"\aContent\x12\x14\n" +
+	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x12\x18\n" +
+	"\x06binary\x18\x02 \x01(\fH\x00R\x06binary\x12\x14\n" +
+	"\x04json\x18\x03 \x01(\fH\x00R\x04jsonB\a\n" +
+	"\x05value:=\n" +
 	"\x04nlip\x12\x10.alp.v1.Envelope\x18d \x01(\v2\x17.alp.nlip.v1.NlipHeaderR\x04nlipB\xa4\x01\n" +
 	"\x0fcom.alp.nlip.v1B\tNlipProtoP\x01Z3github.com/alpd-project/alpd/gen/alp/nlip/v1;nlipv1\xa2\x02\x03ANX\xaa\x02\vAlp.Nlip.V1\xca\x02\vAlp\\Nlip\\V1\xe2\x02\x17Alp\\Nlip\\V1\\GPBMetadata\xea\x02\rAlp::Nlip::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
@@ -156,19 +437,28 @@ func file_alp_nlip_v1_nlip_proto_rawDescGZIP() []byte {
 	return file_alp_nlip_v1_nlip_proto_rawDescData
 }
 
-var file_alp_nlip_v1_nlip_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_alp_nlip_v1_nlip_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_alp_nlip_v1_nlip_proto_goTypes = []any{
-	(*NlipHeader)(nil),  // 0: alp.nlip.v1.NlipHeader
-	(*v1.Envelope)(nil), // 1: alp.v1.Envelope
+	(*NlipHeader)(nil),    // 0: alp.nlip.v1.NlipHeader
+	(*NlipParts)(nil),     // 1: alp.nlip.v1.NlipParts
+	(*Submessage)(nil),    // 2: alp.nlip.v1.Submessage
+	(*Content)(nil),       // 3: alp.nlip.v1.Content
+	(*v1.SealedBody)(nil), // 4: alp.v1.SealedBody
+	(*v1.Envelope)(nil),   // 5: alp.v1.Envelope
 }
 var file_alp_nlip_v1_nlip_proto_depIdxs = []int32{
-	1, // 0: alp.nlip.v1.nlip:extendee -> alp.v1.Envelope
-	0, // 1: alp.nlip.v1.nlip:type_name -> alp.nlip.v1.NlipHeader
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	1, // [1:2] is the sub-list for extension type_name
-	0, // [0:1] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	1, // 0: alp.nlip.v1.NlipHeader.parts:type_name -> alp.nlip.v1.NlipParts
+	4, // 1: alp.nlip.v1.NlipHeader.sealed_parts:type_name -> alp.v1.SealedBody
+	3, // 2: alp.nlip.v1.NlipParts.content:type_name -> alp.nlip.v1.Content
+	2, // 3: alp.nlip.v1.NlipParts.submessages:type_name -> alp.nlip.v1.Submessage
+	3, // 4: alp.nlip.v1.Submessage.content:type_name -> alp.nlip.v1.Content
+	5, // 5: alp.nlip.v1.nlip:extendee -> alp.v1.Envelope
+	0, // 6: alp.nlip.v1.nlip:type_name -> alp.nlip.v1.NlipHeader
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	6, // [6:7] is the sub-list for extension type_name
+	5, // [5:6] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_alp_nlip_v1_nlip_proto_init() }
@@ -176,13 +466,18 @@ func file_alp_nlip_v1_nlip_proto_init() {
 	if File_alp_nlip_v1_nlip_proto != nil {
 		return
 	}
+	file_alp_nlip_v1_nlip_proto_msgTypes[3].OneofWrappers = []any{
+		(*Content_Text)(nil),
+		(*Content_Binary)(nil),
+		(*Content_Json)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_nlip_v1_nlip_proto_rawDesc), len(file_alp_nlip_v1_nlip_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   4,
 			NumExtensions: 1,
 			NumServices:   0,
 		},
