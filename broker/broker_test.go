@@ -126,7 +126,7 @@ func TestMessageFlowsThroughServices(t *testing.T) {
 	}
 	var msg *jetstream.RawStreamMsg
 	waitFor(t, 10*time.Second, func() error {
-		msg, err = decided.GetLastMsgForSubject(ctx, "alp.decided.example_org.p1")
+		msg, err = decided.GetLastMsgForSubject(ctx, "alp.decided.example_org.p1."+id)
 		return err
 	})
 	ev, err := bus.Decode(msg.Data)

@@ -271,7 +271,7 @@ func waitDecided(t *testing.T, policy *conn, tenant, person, envelopeID string) 
 		if err != nil {
 			return err
 		}
-		last, err = s.GetLastMsgForSubject(ctx, "alp.decided."+bus.TenantToken(tenant)+"."+person)
+		last, err = s.GetLastMsgForSubject(ctx, "alp.decided."+bus.TenantToken(tenant)+"."+person+"."+envelopeID)
 		return err
 	})
 	ev, err := bus.Decode(last.Data)

@@ -130,8 +130,15 @@ type Use struct {
 	// Reads are the streams (by name without namespace) the role follows
 	// with ephemeral ordered readers to build a projection
 	// (internal/identitystore): it may create ephemeral consumers on them,
-	// look them up and pull from them, nothing else.
+	// look them up, pull from them and get the last message of a subject,
+	// nothing else.
 	Reads []string
+	// Awaits are the streams (by name without namespace) on whose
+	// per-envelope subjects the role waits for an answer: a core
+	// subscription to the tenants' subjects of the stream's kind (the
+	// answer may be missed, so it also reads the last message of a subject
+	// directly). Ingress awaits policy's decisions this way.
+	Awaits []string
 	// Shared are streams every consumer of the broker creates and
 	// publishes to (the dead-letter stream), by name without namespace.
 	Shared []string
@@ -155,6 +162,12 @@ var readers = map[alpv1.Role][]string{
 	alpv1.Role_ROLE_IDENTITY:  {streams.Identity},
 	alpv1.Role_ROLE_INGRESS:   {streams.Identity},
 	alpv1.Role_ROLE_APPROVALS: {streams.Identity},
+}
+
+// awaiters lists, by role, the streams whose per-envelope answers the role
+// waits for (see Use.Awaits).
+var awaiters = map[alpv1.Role][]string{
+	alpv1.Role_ROLE_INGRESS: {streams.Decided},
 }
 
 // dataKeyAccess is what the roles that seal, open or erase message bodies
@@ -196,7 +209,7 @@ func UseOf(role alpv1.Role) (Use, bool) {
 }
 
 func useOf(role alpv1.Role) Use {
-	u := Use{Role: role, Consumers: slices.Clone(consumers[role]), Reads: slices.Clone(readers[role])}
+	u := Use{Role: role, Consumers: slices.Clone(consumers[role]), Reads: slices.Clone(readers[role]), Awaits: slices.Clone(awaiters[role])}
 	for _, s := range streams.Table() {
 		if s.Owner != role {
 			continue

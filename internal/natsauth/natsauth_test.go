@@ -92,7 +92,12 @@ func TestPermissionsStayInTheirLane(t *testing.T) {
 		if !p.AllowResponses {
 			t.Errorf("%s cannot answer probes", name)
 		}
-		if want := []string{"_INBOX_acme_" + name + ".>", "alp.probe.acme." + name}; !slices.Equal(p.Subscribe, want) {
+		want := []string{"_INBOX_acme_" + name + ".>", "alp.probe.acme." + name}
+		if u.Role == alpv1.Role_ROLE_INGRESS {
+			// Ingress waits for policy's decision on each envelope.
+			want = append([]string{"alp.decided.a_org.>", "alp.decided.b_example.>"}, want...)
+		}
+		if !slices.Equal(p.Subscribe, want) {
 			t.Errorf("%s subscribes to %v, want %v", name, p.Subscribe, want)
 		}
 		seen := map[string]bool{}

@@ -165,13 +165,22 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 	}
 	for _, r := range u.Reads {
 		st := NS(r)
-		why := "projection of `" + st + "` (identitystore reader)"
+		why := "reader of `" + st + "` (ephemeral ordered consumer)"
 		// The ephemeral form of the create API (no consumer name in the
 		// subject): the server refuses a durable there, and removes the
 		// reader once it stops pulling. Readers cannot delete consumers.
 		allow(&pub, why+": create an ephemeral ordered reader", "%sCONSUMER.CREATE.%s", jsAPI, st)
 		allow(&pub, why+": look its reader up", "%sCONSUMER.INFO.%s.*", jsAPI, st)
 		allow(&pub, why+": pull", "%sCONSUMER.MSG.NEXT.%s.*", jsAPI, st)
+		allow(&pub, why+": last message on a subject (direct get)", "%sDIRECT.GET.%s.>", jsAPI, st)
+	}
+	for _, a := range u.Awaits {
+		def, _ := streams.ByName(a)
+		why := "await answers on `" + NS(a) + "`"
+		allow(&pub, why+": last message on a subject (direct get)", "%sDIRECT.GET.%s.>", jsAPI, NS(a))
+		for _, t := range tenants {
+			allow(&sub, why+": core subscription to per-envelope subjects", "%s.%s.%s.>", bus.SubjectPrefix, def.Kind, bus.TenantToken(t))
+		}
 	}
 	for _, s := range u.Shared {
 		st := NS(s)

@@ -143,6 +143,10 @@ type Submission struct {
 // ErrInvalid marks a submission the agent must fix.
 var ErrInvalid = errors.New("ingress: invalid submission")
 
+// ErrIdempotencyKeyReused marks a submission whose idempotency key the same
+// agent already used for a message to another recipient or of another type.
+var ErrIdempotencyKeyReused = errors.New("ingress: idempotency key already used for another message")
+
 // envelopeNamespace scopes derived envelope ids.
 var envelopeNamespace = uuid.MustParse("6f1d3c2a-4b5e-4f60-8a7b-9c0d1e2f3a4b")
 
@@ -156,53 +160,126 @@ func EnvelopeID(tenant, agent, key string) string {
 	return uuid.NewSHA1(envelopeNamespace, []byte(tenant+"\x00"+agent+"\x00"+key)).String()
 }
 
+// nlipPartsAAD binds sealed NLIP parts to their envelope and keeps them
+// apart from the body sealed for the same envelope.
+func nlipPartsAAD(envelopeID string) []byte { return []byte(envelopeID + "\x00nlip") }
+
+// Accepted is ingress's answer to a submission.
+type Accepted struct {
+	EnvelopeID string
+	// Duplicate: the agent had already submitted this idempotency key; no
+	// new event was written.
+	Duplicate bool
+}
+
 // Submit seals the body, sets trust, and appends SendRequested. It returns
 // the envelope id; submitting the same idempotency key again is a no-op that
 // returns the same id.
 func (s *Service) Submit(ctx context.Context, sub Submission) (string, error) {
+	a, err := s.Accept(ctx, sub)
+	return a.EnvelopeID, err
+}
+
+// Accept is Submit that also says whether the submission was a retry.
+//
+// Each envelope has its own subject, appended with "subject empty" as
+// expectation: one event per envelope however late a retry comes. The
+// NLIP parts (top-level content, submessages) are sealed like the body.
+func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) {
 	snd := sub.Sender
 	env := proto.CloneOf(sub.Envelope)
 	switch {
 	case !s.HostsTenant(snd.Tenant):
-		return "", fmt.Errorf("%w: tenant %q is not hosted by this broker", ErrInvalid, snd.Tenant)
+		return Accepted{}, fmt.Errorf("%w: tenant %q is not hosted by this broker", ErrInvalid, snd.Tenant)
 	case snd.PersonID == "" || snd.AgentID == "":
-		return "", fmt.Errorf("%w: sender person and agent are required", ErrInvalid)
+		return Accepted{}, fmt.Errorf("%w: sender person and agent are required", ErrInvalid)
 	case env == nil:
-		return "", fmt.Errorf("%w: no envelope", ErrInvalid)
+		return Accepted{}, fmt.Errorf("%w: no envelope", ErrInvalid)
 	case env.GetTo() == "" || env.GetType() == "":
-		return "", fmt.Errorf("%w: recipient and message type are required", ErrInvalid)
+		return Accepted{}, fmt.Errorf("%w: recipient and message type are required", ErrInvalid)
 	case len(env.GetBody()) == 0 || !json.Valid(env.GetBody()):
-		return "", fmt.Errorf("%w: body must be a JSON document", ErrInvalid)
+		return Accepted{}, fmt.Errorf("%w: body must be a JSON document", ErrInvalid)
 	}
-	subject, err := bus.Subject(streams.Send, snd.Tenant, snd.PersonID)
+	env.Id = EnvelopeID(snd.Tenant, snd.AgentID, sub.IdempotencyKey)
+	subject, err := streams.SendSubject(snd.Tenant, snd.PersonID, env.Id)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if sub.IdempotencyKey != "" {
+		if dup, err := s.earlier(ctx, subject, env); dup || err != nil {
+			return Accepted{EnvelopeID: env.Id, Duplicate: dup}, err
+		}
 	}
 	hop := envelope.Begin(alpv1.Role_ROLE_INGRESS, "accept")
 	if err := hop.SetTrust(snd.Trust, snd.TrustReason); err != nil {
-		return "", fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-
-	env.Id = EnvelopeID(snd.Tenant, snd.AgentID, sub.IdempotencyKey)
 	env.Tenant = snd.Tenant
 	env.FromAgent = snd.AgentID
 	sealed, err := s.Sealer.Seal(ctx, snd.Tenant, snd.PersonID, env.GetBody(), []byte(env.Id))
 	if err != nil {
-		return "", fmt.Errorf("ingress: seal body: %w", err)
+		return Accepted{}, fmt.Errorf("ingress: seal body: %w", err)
 	}
 	env.SealedBody, env.Body = sealed, nil
+	if err := s.sealNLIPParts(ctx, snd, env); err != nil {
+		return Accepted{}, err
+	}
 	hop.End(env)
 
 	ev := s.NewEvent("send_requested", snd.Tenant, nil, env.Id,
 		&alpv1.Actor{Kind: alpv1.ActorKind_ACTOR_KIND_AGENT, Id: snd.AgentID})
 	// The event id follows the envelope id, so a retried submission has the
-	// same message id (deduplicated) and the same seen-set key downstream.
+	// same message id and the same seen-set key downstream.
 	ev.Header.EventId = uuid.NewSHA1(envelopeNamespace, []byte("send_requested\x00"+env.Id)).String()
 	ev.Body = &alpv1.Event_SendRequested{SendRequested: &alpv1.SendRequested{
 		Envelope: env, IdempotencyKey: sub.IdempotencyKey, SenderPersonId: snd.PersonID,
 	}}
-	if _, err := s.Bus.Publish(ctx, subject, ev); err != nil {
-		return "", err
+	if _, err := s.Bus.Append(ctx, subject, 0, ev); err != nil {
+		if errors.Is(err, bus.ErrConflict) {
+			// A concurrent retry with the same key won the race.
+			dup, err := s.earlier(ctx, subject, env)
+			return Accepted{EnvelopeID: env.Id, Duplicate: dup}, err
+		}
+		return Accepted{}, err
 	}
-	return env.Id, nil
+	return Accepted{EnvelopeID: env.Id}, nil
+}
+
+// earlier reports whether the envelope's subject already holds its
+// SendRequested, and refuses a reused key for a different message.
+func (s *Service) earlier(ctx context.Context, subject string, env *alpv1.Envelope) (bool, error) {
+	m, err := s.Bus.LastMessage(ctx, subject)
+	if err != nil || m == nil {
+		return false, err
+	}
+	ev, err := bus.Decode(m.Data)
+	if err != nil {
+		return false, fmt.Errorf("ingress: earlier submission of %s: %w", env.GetId(), err)
+	}
+	was := ev.GetSendRequested().GetEnvelope()
+	if was.GetTo() != env.GetTo() || was.GetType() != env.GetType() {
+		return false, fmt.Errorf("%w: it was sent as %s to %s", ErrIdempotencyKeyReused, was.GetType(), was.GetTo())
+	}
+	return true, nil
+}
+
+// sealNLIPParts moves the NLIP content and submessages (what the agent
+// said besides the typed body) under the sender's data key.
+func (s *Service) sealNLIPParts(ctx context.Context, snd Sender, env *alpv1.Envelope) error {
+	h := envelope.NLIP(env)
+	if h == nil || h.GetParts() == nil {
+		return nil
+	}
+	raw, err := proto.Marshal(h.GetParts())
+	if err != nil {
+		return fmt.Errorf("ingress: encode NLIP parts: %w", err)
+	}
+	sealed, err := s.Sealer.Seal(ctx, snd.Tenant, snd.PersonID, raw, nlipPartsAAD(env.GetId()))
+	if err != nil {
+		return fmt.Errorf("ingress: seal NLIP parts: %w", err)
+	}
+	h = proto.CloneOf(h)
+	h.Parts, h.SealedParts = nil, sealed
+	envelope.SetNLIP(env, h)
+	return nil
 }

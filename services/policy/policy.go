@@ -79,11 +79,13 @@ func (s *Service) decideSend(ctx context.Context, cause *alpv1.Event, req *alpv1
 	if !s.HostsTenant(tenant) || req.GetEnvelope() == nil || req.GetSenderPersonId() == "" {
 		return bus.Permanent(errors.New("policy: send request without hosted tenant, envelope or sender"))
 	}
-	subject, err := bus.Subject(streams.Decided, tenant, req.GetSenderPersonId())
+	env := proto.CloneOf(req.GetEnvelope())
+	// One subject per envelope: ingress finds an envelope's decision with a
+	// direct get of the last message on it.
+	subject, err := streams.DecidedSubject(tenant, req.GetSenderPersonId(), env.GetId())
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	env := proto.CloneOf(req.GetEnvelope())
 	hop := envelope.Begin(alpv1.Role_ROLE_POLICY, "decide")
 	hop.End(env)
 
