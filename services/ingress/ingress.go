@@ -22,6 +22,8 @@ import (
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/identitystore"
@@ -35,6 +37,7 @@ type Service struct {
 	ingressv1.UnimplementedIngressServiceServer
 	opts     Options
 	verifier atomic.Pointer[accesstoken.Verifier]
+	auth     atomic.Pointer[agentauth.Authenticator]
 }
 
 // Options are ingress's own settings.
@@ -46,6 +49,9 @@ type Options struct {
 	// MaxStaleness of the revocation projection before every token is
 	// refused (default 30s).
 	MaxStaleness time.Duration
+	// ResourceMetadataURL is sent in every authentication challenge (RFC
+	// 9728), so a refused agent can find the authorization server.
+	ResourceMetadataURL string
 }
 
 // New builds the ingress service.
@@ -74,12 +80,18 @@ func (s *Service) followIdentity(ctx context.Context) {
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 		store, err := identitystore.Open(ctx, s.Bus, s.Tenants, s.Logger)
 		if err == nil {
-			s.verifier.Store(&accesstoken.Verifier{
+			v := &accesstoken.Verifier{
 				Keys:         accesstoken.FromKeyStore(s.Keys),
 				Resource:     s.opts.Resource,
 				Issuers:      s.opts.Issuers,
 				Revocations:  store,
 				MaxStaleness: s.opts.MaxStaleness,
+			}
+			s.verifier.Store(v)
+			s.auth.Store(&agentauth.Authenticator{
+				Tokens:              v,
+				PATs:                &clientreg.PATVerifier{Store: store, Tenants: s.Tenants, MaxStaleness: s.opts.MaxStaleness},
+				ResourceMetadataURL: s.opts.ResourceMetadataURL,
 			})
 			<-ctx.Done()
 			store.Close()
@@ -97,6 +109,16 @@ func (s *Service) followIdentity(ctx context.Context) {
 // Verifier checks agents' access tokens locally, with revocations from the
 // identity stream; nil until the projection is open.
 func (s *Service) Verifier() *accesstoken.Verifier { return s.verifier.Load() }
+
+// Authenticator checks agents' bearer credentials (access tokens and
+// personal access tokens); before the identity projection is open it
+// refuses everything as temporarily unavailable.
+func (s *Service) Authenticator() *agentauth.Authenticator {
+	if a := s.auth.Load(); a != nil {
+		return a
+	}
+	return &agentauth.Authenticator{ResourceMetadataURL: s.opts.ResourceMetadataURL}
+}
 
 // Ready adds the token verifier: without a fresh revocation projection
 // ingress would have to refuse every agent, so it is not ready.
@@ -138,6 +160,14 @@ type Submission struct {
 	// from_agent are set here.
 	Envelope       *alpv1.Envelope
 	IdempotencyKey string
+	// EnvelopeID, when set, is the id to use for a submission without an
+	// idempotency key (from NewEnvelopeID, so the caller can await the
+	// envelope's decision before submitting). A key always derives the id.
+	EnvelopeID string
+	// TrustCap lowers the trust set from the credential (the agent asked
+	// for less, e.g. in its NMP header); unspecified leaves it.
+	TrustCap       nmpv1.TrustLevel
+	TrustCapReason string
 }
 
 // ErrInvalid marks a submission the agent must fix.
@@ -201,6 +231,9 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 		return Accepted{}, fmt.Errorf("%w: body must be a JSON document", ErrInvalid)
 	}
 	env.Id = EnvelopeID(snd.Tenant, snd.AgentID, sub.IdempotencyKey)
+	if sub.IdempotencyKey == "" && sub.EnvelopeID != "" {
+		env.Id = sub.EnvelopeID
+	}
 	subject, err := streams.SendSubject(snd.Tenant, snd.PersonID, env.Id)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -213,6 +246,9 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 	hop := envelope.Begin(alpv1.Role_ROLE_INGRESS, "accept")
 	if err := hop.SetTrust(snd.Trust, snd.TrustReason); err != nil {
 		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if sub.TrustCap != nmpv1.TrustLevel_TRUST_LEVEL_UNSPECIFIED {
+		hop.LowerTrust(sub.TrustCap, sub.TrustCapReason)
 	}
 	env.Tenant = snd.Tenant
 	env.FromAgent = snd.AgentID

@@ -1,0 +1,105 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/streams"
+)
+
+// ErrUnknownEnvelope: no envelope with that id was submitted for that person
+// (or its events have aged out of the streams).
+var ErrUnknownEnvelope = errors.New("ingress: unknown envelope")
+
+// Waiter waits for policy's decision on one envelope. Create it before
+// submitting, so a fast decision is not missed.
+type Waiter struct {
+	s                          *Service
+	tenant, person, envelopeID string
+	sub                        *nats.Subscription
+}
+
+// Await starts listening for the decision on an envelope: policy publishes
+// it on the envelope's own decided subject, which doubles as the reply
+// subject (a core subscription sees the publish; if it misses it, Decision
+// still finds it in the stream).
+func (s *Service) Await(tenant, personID, envelopeID string) (*Waiter, error) {
+	subject, err := streams.DecidedSubject(tenant, personID, envelopeID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	sub, err := s.Bus.Conn().SubscribeSync(subject)
+	if err != nil {
+		return nil, fmt.Errorf("ingress: await decision on %s: %w", envelopeID, err)
+	}
+	return &Waiter{s: s, tenant: tenant, person: personID, envelopeID: envelopeID, sub: sub}, nil
+}
+
+// Wait returns the decision, or nil when ctx ends first (the caller answers
+// "pending").
+func (w *Waiter) Wait(ctx context.Context) (*alpv1.Decided, error) {
+	// A retried submission may have been decided long ago.
+	if d, err := w.s.Decision(ctx, w.tenant, w.person, w.envelopeID); d != nil || err != nil {
+		return d, err
+	}
+	for {
+		msg, err := w.sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("ingress: await decision on %s: %w", w.envelopeID, err)
+		}
+		if d := decided(msg.Subject, msg.Data, w.envelopeID); d != nil {
+			return d, nil
+		}
+	}
+}
+
+// Close stops listening.
+func (w *Waiter) Close() { _ = w.sub.Unsubscribe() }
+
+// Decision is policy's decision on one of personID's envelopes, nil while
+// there is none yet.
+func (s *Service) Decision(ctx context.Context, tenant, personID, envelopeID string) (*alpv1.Decided, error) {
+	subject, err := streams.DecidedSubject(tenant, personID, envelopeID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	m, err := s.Bus.LastMessage(ctx, subject)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	return decided(subject, m.Data, envelopeID), nil
+}
+
+// Submitted reports whether personID submitted the envelope (its
+// SendRequested is still on the send stream).
+func (s *Service) Submitted(ctx context.Context, tenant, personID, envelopeID string) (bool, error) {
+	subject, err := streams.SendSubject(tenant, personID, envelopeID)
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	m, err := s.Bus.LastMessage(ctx, subject)
+	return m != nil, err
+}
+
+// decided decodes policy's Decided event about envelopeID; anything else
+// is nil (a wrong, foreign or undecodable message on the subject is
+// ignored, not trusted).
+func decided(subject string, data []byte, envelopeID string) *alpv1.Decided {
+	ev, err := bus.Decode(data)
+	if err != nil || streams.CheckProducer(subject, ev) != nil {
+		return nil
+	}
+	d := ev.GetDecided()
+	if d.GetEnvelope().GetId() != envelopeID {
+		return nil
+	}
+	return d
+}
