@@ -15,6 +15,7 @@ import (
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/clientreg"
+	"github.com/alpd-project/alpd/internal/identitystore"
 )
 
 // Credential kinds.
@@ -27,6 +28,9 @@ const (
 type Principal struct {
 	Tenant   string
 	PersonID string
+	// Address is the person's address (person@domain) from the identity
+	// projection.
+	Address string
 	// AgentID is the agent; for a personal access token "pat_<id>".
 	AgentID  string
 	ClientID string
@@ -64,6 +68,11 @@ var ErrNoCredential = errors.New("agentauth: no bearer token")
 type Authenticator struct {
 	Tokens *accesstoken.Verifier
 	PATs   *clientreg.PATVerifier
+	// People resolves a person's address; the credential's person must
+	// exist there.
+	People interface {
+		Person(tenant, id string) (identitystore.Person, error)
+	}
 	// ResourceMetadataURL is where a refused client finds how to get a
 	// token (RFC 9728), sent in every challenge.
 	ResourceMetadataURL string
@@ -98,8 +107,22 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string, 
 		}
 		return Principal{}, fmt.Errorf("agentauth: verify access token: %w", err)
 	}
-	return Principal{Tenant: c.Tenant, PersonID: c.Subject, AgentID: c.AgentID, ClientID: c.ClientID,
-		Class: c.Class, Scopes: c.Scopes, Credential: CredentialAccessToken}, nil
+	return a.withAddress(Principal{Tenant: c.Tenant, PersonID: c.Subject, AgentID: c.AgentID, ClientID: c.ClientID,
+		Class: c.Class, Scopes: c.Scopes, Credential: CredentialAccessToken})
+}
+
+// withAddress completes p with its person's address; a credential whose
+// person the projection does not know is refused.
+func (a *Authenticator) withAddress(p Principal) (Principal, error) {
+	if a.People == nil {
+		return Principal{}, a.refuse(http.StatusServiceUnavailable, accesstoken.CodeTemporarilyUnavailable, "people cannot be looked up yet", "")
+	}
+	person, err := a.People.Person(p.Tenant, p.PersonID)
+	if err != nil {
+		return Principal{}, a.refuse(http.StatusUnauthorized, accesstoken.CodeInvalidToken, "the token's person is not known to this broker", "")
+	}
+	p.Address = person.Address
+	return p, nil
 }
 
 func (a *Authenticator) pat(ctx context.Context, token string, scopes []string) (Principal, error) {
@@ -114,8 +137,8 @@ func (a *Authenticator) pat(ctx context.Context, token string, scopes []string) 
 		}
 		return Principal{}, fmt.Errorf("agentauth: verify personal access token: %w", err)
 	}
-	return Principal{Tenant: p.Tenant, PersonID: p.PersonID, AgentID: "pat_" + p.ID,
-		Class: accesstoken.ClassConsumer, Scopes: p.Scopes, Credential: CredentialPAT}, nil
+	return a.withAddress(Principal{Tenant: p.Tenant, PersonID: p.PersonID, AgentID: "pat_" + p.ID,
+		Class: accesstoken.ClassConsumer, Scopes: p.Scopes, Credential: CredentialPAT})
 }
 
 func (a *Authenticator) refuse(status int, code, desc, scope string) *Error {

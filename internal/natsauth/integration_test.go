@@ -238,9 +238,9 @@ func waitFor(t *testing.T, d time.Duration, f func() error) {
 
 func submission(tenant, person, key string) ingress.Submission {
 	return ingress.Submission{
-		Sender: ingress.Sender{Tenant: tenant, PersonID: person, AgentID: "agent-1",
+		Sender: ingress.Sender{Tenant: tenant, PersonID: person, Address: "ana@" + tenant, AgentID: "agent-1",
 			Trust: nmpv1.TrustLevel_TRUST_LEVEL_TRUSTED, TrustReason: "company agent credential"},
-		Envelope:       &alpv1.Envelope{From: "ana@" + tenant, To: "bo@other.example", Type: "note/v1", Body: []byte(`{"text":"hello"}`)},
+		Envelope:       &alpv1.Envelope{To: "bo@other.example", Type: "note/v1", Body: []byte(`{"text":"hello"}`)},
 		IdempotencyKey: key,
 	}
 }

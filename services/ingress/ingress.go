@@ -23,8 +23,8 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/agentauth"
-	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/service"
@@ -91,6 +91,7 @@ func (s *Service) followIdentity(ctx context.Context) {
 			s.auth.Store(&agentauth.Authenticator{
 				Tokens:              v,
 				PATs:                &clientreg.PATVerifier{Store: store, Tenants: s.Tenants, MaxStaleness: s.opts.MaxStaleness},
+				People:              store,
 				ResourceMetadataURL: s.opts.ResourceMetadataURL,
 			})
 			<-ctx.Done()
@@ -147,7 +148,9 @@ func (s *Service) Ping(_ context.Context, req *ingressv1.PingRequest) (*ingressv
 type Sender struct {
 	Tenant   string
 	PersonID string
-	AgentID  string
+	// Address is the person's address; it becomes the envelope's from.
+	Address string
+	AgentID string
 	// Trust follows the agent's credential class (company 3, consumer 2).
 	Trust       nmpv1.TrustLevel
 	TrustReason string
@@ -251,6 +254,7 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 		hop.LowerTrust(sub.TrustCap, sub.TrustCapReason)
 	}
 	env.Tenant = snd.Tenant
+	env.From = snd.Address
 	env.FromAgent = snd.AgentID
 	sealed, err := s.Sealer.Seal(ctx, snd.Tenant, snd.PersonID, env.GetBody(), []byte(env.Id))
 	if err != nil {
