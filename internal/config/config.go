@@ -71,6 +71,7 @@ type Config struct {
 	Bus      Bus      `yaml:"bus"`
 	Ops      Ops      `yaml:"ops"`
 	Identity Identity `yaml:"identity"`
+	NLIP     NLIP     `yaml:"nlip"`
 }
 
 // Broker names this broker and the domains it is home for.
@@ -185,6 +186,33 @@ type GRPCTLS struct {
 	KeyFile  string `yaml:"key_file"`
 }
 
+// NLIP configures the agents' NLIP endpoints (docs/nlip.md).
+type NLIP struct {
+	// Bounds of one NLIP message (HTTP body or WebSocket frame).
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	MaxSubmessages  int `yaml:"max_submessages"`
+	MaxDepth        int `yaml:"max_depth"`
+	// DecisionWait is how long a send waits for policy before answering
+	// "pending".
+	DecisionWait time.Duration `yaml:"decision_wait"`
+	// AllowedOrigins are browser origins (host patterns) allowed to open
+	// the WebSocket, besides the broker's own.
+	AllowedOrigins []string `yaml:"allowed_origins,omitempty"`
+	// Rate limits per agent, person and tenant, and per WebSocket.
+	AgentPerMinute  int           `yaml:"agent_per_minute"`
+	AgentBurst      int           `yaml:"agent_burst"`
+	PersonPerMinute int           `yaml:"person_per_minute"`
+	PersonBurst     int           `yaml:"person_burst"`
+	TenantPerMinute int           `yaml:"tenant_per_minute"`
+	TenantBurst     int           `yaml:"tenant_burst"`
+	WSPerMinute     int           `yaml:"ws_per_minute"`
+	WSBurst         int           `yaml:"ws_burst"`
+	WSIdleTimeout   time.Duration `yaml:"ws_idle_timeout"`
+	// NMPHaltPercent is the NMP budget threshold (percent of max_tokens)
+	// at which a pipeline halts.
+	NMPHaltPercent int `yaml:"nmp_halt_percent"`
+}
+
 // Ops configures operator diagnostics (alpctl trace).
 type Ops struct {
 	Operators []Operator `yaml:"operators,omitempty"`
@@ -248,6 +276,15 @@ func Default() Config {
 		Keystore: Keystore{Backend: "file"},
 		Log:      Log{Level: "info", Format: "json"},
 		Ops:      Ops{TracePerMinute: 60, TraceBurst: 5},
+		NLIP: NLIP{
+			MaxMessageBytes: 1 << 20, MaxSubmessages: 64, MaxDepth: 32,
+			DecisionWait:   3 * time.Second,
+			AgentPerMinute: 1200, AgentBurst: 40,
+			PersonPerMinute: 3000, PersonBurst: 100,
+			TenantPerMinute: 60000, TenantBurst: 2000,
+			WSPerMinute: 1200, WSBurst: 40, WSIdleTimeout: 5 * time.Minute,
+			NMPHaltPercent: 95,
+		},
 		Identity: Identity{TestIdP: TestIdP{Listen: "127.0.0.1:0"}},
 		Bus: Bus{
 			Duplicates:  2 * time.Minute,

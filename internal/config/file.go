@@ -56,6 +56,49 @@ type fileConfig struct {
 	Bus      fileBus  `yaml:"bus"`
 	Ops      Ops      `yaml:"ops"`
 	Identity Identity `yaml:"identity"`
+	NLIP     fileNLIP `yaml:"nlip"`
+}
+
+type fileNLIP struct {
+	MaxMessageBytes int      `yaml:"max_message_bytes"`
+	MaxSubmessages  int      `yaml:"max_submessages"`
+	MaxDepth        int      `yaml:"max_depth"`
+	DecisionWait    duration `yaml:"decision_wait"`
+	AllowedOrigins  []string `yaml:"allowed_origins,omitempty"`
+	AgentPerMinute  int      `yaml:"agent_per_minute"`
+	AgentBurst      int      `yaml:"agent_burst"`
+	PersonPerMinute int      `yaml:"person_per_minute"`
+	PersonBurst     int      `yaml:"person_burst"`
+	TenantPerMinute int      `yaml:"tenant_per_minute"`
+	TenantBurst     int      `yaml:"tenant_burst"`
+	WSPerMinute     int      `yaml:"ws_per_minute"`
+	WSBurst         int      `yaml:"ws_burst"`
+	WSIdleTimeout   duration `yaml:"ws_idle_timeout"`
+	NMPHaltPercent  int      `yaml:"nmp_halt_percent"`
+}
+
+func (n NLIP) file() fileNLIP {
+	return fileNLIP{
+		MaxMessageBytes: n.MaxMessageBytes, MaxSubmessages: n.MaxSubmessages, MaxDepth: n.MaxDepth,
+		DecisionWait: duration(n.DecisionWait), AllowedOrigins: slices.Clone(n.AllowedOrigins),
+		AgentPerMinute: n.AgentPerMinute, AgentBurst: n.AgentBurst,
+		PersonPerMinute: n.PersonPerMinute, PersonBurst: n.PersonBurst,
+		TenantPerMinute: n.TenantPerMinute, TenantBurst: n.TenantBurst,
+		WSPerMinute: n.WSPerMinute, WSBurst: n.WSBurst, WSIdleTimeout: duration(n.WSIdleTimeout),
+		NMPHaltPercent: n.NMPHaltPercent,
+	}
+}
+
+func (f fileNLIP) config() NLIP {
+	return NLIP{
+		MaxMessageBytes: f.MaxMessageBytes, MaxSubmessages: f.MaxSubmessages, MaxDepth: f.MaxDepth,
+		DecisionWait: time.Duration(f.DecisionWait), AllowedOrigins: f.AllowedOrigins,
+		AgentPerMinute: f.AgentPerMinute, AgentBurst: f.AgentBurst,
+		PersonPerMinute: f.PersonPerMinute, PersonBurst: f.PersonBurst,
+		TenantPerMinute: f.TenantPerMinute, TenantBurst: f.TenantBurst,
+		WSPerMinute: f.WSPerMinute, WSBurst: f.WSBurst, WSIdleTimeout: time.Duration(f.WSIdleTimeout),
+		NMPHaltPercent: f.NMPHaltPercent,
+	}
 }
 
 type fileBus struct {
@@ -96,6 +139,7 @@ func toFile(c Config) fileConfig {
 	f := fileConfig{
 		Broker: c.Broker, DataDir: c.DataDir, HTTP: c.HTTP, NATS: c.NATS,
 		GRPC: c.GRPC, Keystore: c.Keystore, Log: c.Log, Ops: c.Ops, Identity: c.Identity,
+		NLIP: c.NLIP.file(),
 		Bus: fileBus{
 			Duplicates:  duration(c.Bus.Duplicates),
 			EventMaxAge: duration(c.Bus.EventMaxAge),
@@ -120,6 +164,7 @@ func (f fileConfig) config() Config {
 	return Config{
 		Broker: f.Broker, DataDir: f.DataDir, HTTP: f.HTTP, NATS: f.NATS,
 		GRPC: f.GRPC, Keystore: f.Keystore, Log: f.Log, Ops: f.Ops, Identity: f.Identity,
+		NLIP: f.NLIP.config(),
 		Bus: Bus{
 			Duplicates:  time.Duration(f.Bus.Duplicates),
 			EventMaxAge: time.Duration(f.Bus.EventMaxAge),

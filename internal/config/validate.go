@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -212,6 +213,7 @@ func (c *Config) validate() []fieldError {
 	if c.Ops.TracePerMinute < 1 || c.Ops.TracePerMinute > 6000 {
 		bad("ops.trace_per_minute", "%d is out of range 1 to 6000", c.Ops.TracePerMinute)
 	}
+	c.validateNLIP(bad)
 	if c.Ops.TraceBurst < 1 || c.Ops.TraceBurst > 100 {
 		bad("ops.trace_burst", "%d is out of range 1 to 100", c.Ops.TraceBurst)
 	}
@@ -459,4 +461,43 @@ func fmtDuration(d time.Duration) string {
 		s = s[:len(s)-2]
 	}
 	return s
+}
+
+// validateNLIP checks the nlip section's ranges.
+func (c *Config) validateNLIP(bad func(path, format string, args ...any)) {
+	n := c.NLIP
+	ints := []struct {
+		path     string
+		v        int
+		min, max int
+	}{
+		{"nlip.max_message_bytes", n.MaxMessageBytes, 1024, 64 << 20},
+		{"nlip.max_submessages", n.MaxSubmessages, 1, 10000},
+		{"nlip.max_depth", n.MaxDepth, 1, 1000},
+		{"nlip.agent_per_minute", n.AgentPerMinute, 1, 6_000_000},
+		{"nlip.agent_burst", n.AgentBurst, 1, 1_000_000},
+		{"nlip.person_per_minute", n.PersonPerMinute, 1, 6_000_000},
+		{"nlip.person_burst", n.PersonBurst, 1, 1_000_000},
+		{"nlip.tenant_per_minute", n.TenantPerMinute, 1, 60_000_000},
+		{"nlip.tenant_burst", n.TenantBurst, 1, 10_000_000},
+		{"nlip.ws_per_minute", n.WSPerMinute, 1, 6_000_000},
+		{"nlip.ws_burst", n.WSBurst, 1, 1_000_000},
+		{"nlip.nmp_halt_percent", n.NMPHaltPercent, 1, 100},
+	}
+	for _, f := range ints {
+		if f.v < f.min || f.v > f.max {
+			bad(f.path, "%d is out of range %d to %d", f.v, f.min, f.max)
+		}
+	}
+	if n.DecisionWait < 0 || n.DecisionWait > time.Minute {
+		bad("nlip.decision_wait", "%s is out of range 0s to 1m", fmtDuration(n.DecisionWait))
+	}
+	if n.WSIdleTimeout < time.Second || n.WSIdleTimeout > 24*time.Hour {
+		bad("nlip.ws_idle_timeout", "%s is out of range 1s to 24h", fmtDuration(n.WSIdleTimeout))
+	}
+	for i, o := range n.AllowedOrigins {
+		if _, err := path.Match(o, ""); err != nil || strings.TrimSpace(o) == "" || o == "*" {
+			bad(fmt.Sprintf("nlip.allowed_origins[%d]", i), "%q is not a host pattern (path.Match syntax; \"*\" alone would allow every site)", o)
+		}
+	}
 }
