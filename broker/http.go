@@ -38,6 +38,18 @@ func (b *Broker) Handler() http.Handler {
 	for _, p := range []string{"/signin", "/signin/", "/signout", "/oauth/", "/v1/admin/", "/v1/pats", "/v1/pats/", "/.well-known/"} {
 		mux.Handle(p, identityHTTP)
 	}
+	// Agents' NLIP door is ingress's; in split mode route it to the
+	// ingress processes.
+	nlipHTTP := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api := b.nlipAPI()
+		if api == nil {
+			writeError(w, http.StatusServiceUnavailable, "ingress_unavailable", "the ingress service does not run in this process or has not started")
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+	mux.Handle("/nlip", nlipHTTP)
+	mux.Handle("/nlip/", nlipHTTP)
 	if b.deps.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(b.deps.Gatherer, promhttp.HandlerOpts{}))
 	}

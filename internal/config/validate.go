@@ -489,8 +489,8 @@ func (c *Config) validateNLIP(bad func(path, format string, args ...any)) {
 			bad(f.path, "%d is out of range %d to %d", f.v, f.min, f.max)
 		}
 	}
-	if n.DecisionWait < 0 || n.DecisionWait > time.Minute {
-		bad("nlip.decision_wait", "%s is out of range 0s to 1m", fmtDuration(n.DecisionWait))
+	if n.DecisionWait < 10*time.Millisecond || n.DecisionWait > time.Minute {
+		bad("nlip.decision_wait", "%s is out of range 10ms to 1m", fmtDuration(n.DecisionWait))
 	}
 	if n.WSIdleTimeout < time.Second || n.WSIdleTimeout > 24*time.Hour {
 		bad("nlip.ws_idle_timeout", "%s is out of range 1s to 24h", fmtDuration(n.WSIdleTimeout))

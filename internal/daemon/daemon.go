@@ -38,9 +38,11 @@ import (
 	"github.com/alpd-project/alpd/internal/loopback"
 	"github.com/alpd-project/alpd/internal/mtls"
 	"github.com/alpd-project/alpd/internal/natsauth"
+	"github.com/alpd-project/alpd/internal/nlip"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
 
 // KEKFileName is where a development key-encryption key is generated when
@@ -139,6 +141,7 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 			Rate:  rate.Limit(float64(cfg.Ops.TracePerMinute) / 60),
 			Burst: cfg.Ops.TraceBurst,
 		},
+		NLIP: nlipConfig(cfg.NLIP),
 	}, deps)
 	if err != nil {
 		return nil, err
@@ -509,4 +512,20 @@ func (d *Daemon) close() {
 	if d.grpcLis != nil {
 		_ = d.grpcLis.Close()
 	}
+}
+
+// nlipConfig maps the nlip section to the NLIP endpoints' settings.
+func nlipConfig(c config.NLIP) nlipapi.Config {
+	perMinute := func(n, burst int) nlipapi.Rate { return nlipapi.Rate{Limit: float64(n) / 60, Burst: burst} }
+	nc := nlipapi.DefaultConfig()
+	nc.Message = nlip.Limits{MaxMessageBytes: c.MaxMessageBytes, MaxSubmessages: c.MaxSubmessages, MaxContentDepth: c.MaxDepth}
+	nc.NMP.Halt.Percent = uint64(c.NMPHaltPercent)
+	nc.DecisionWait = c.DecisionWait
+	nc.AllowedOrigins = c.AllowedOrigins
+	nc.PerAgent = perMinute(c.AgentPerMinute, c.AgentBurst)
+	nc.PerPerson = perMinute(c.PersonPerMinute, c.PersonBurst)
+	nc.PerTenant = perMinute(c.TenantPerMinute, c.TenantBurst)
+	nc.WSMessageRate = perMinute(c.WSPerMinute, c.WSBurst)
+	nc.WSIdleTimeout = c.WSIdleTimeout
+	return nc
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
@@ -72,6 +73,9 @@ func (s *Service) Decision(ctx context.Context, tenant, personID, envelopeID str
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	m, err := s.Bus.LastMessage(ctx, subject)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil // policy has not created its stream yet: nothing decided
+	}
 	if err != nil || m == nil {
 		return nil, err
 	}

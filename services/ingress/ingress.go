@@ -24,9 +24,7 @@ import (
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/bus"
-	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/envelope"
-	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
 )
@@ -36,8 +34,7 @@ type Service struct {
 	service.Base
 	ingressv1.UnimplementedIngressServiceServer
 	opts     Options
-	verifier atomic.Pointer[accesstoken.Verifier]
-	auth     atomic.Pointer[agentauth.Authenticator]
+	identity atomic.Pointer[agentauth.Follower]
 }
 
 // Options are ingress's own settings.
@@ -68,55 +65,37 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.EnsureOwnedStreams(ctx); err != nil {
 		return err
 	}
-	go s.followIdentity(ctx)
+	s.followIdentity(ctx)
 	s.MarkStarted()
 	return nil
 }
 
 // followIdentity opens the identity projection once identity's stream
 // exists (in split mode identity may start later) and builds the token
-// verifier on it.
+// verifier on it (agentauth.Follow), until ctx ends.
 func (s *Service) followIdentity(ctx context.Context) {
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-		store, err := identitystore.Open(ctx, s.Bus, s.Tenants, s.Logger)
-		if err == nil {
-			v := &accesstoken.Verifier{
-				Keys:         accesstoken.FromKeyStore(s.Keys),
-				Resource:     s.opts.Resource,
-				Issuers:      s.opts.Issuers,
-				Revocations:  store,
-				MaxStaleness: s.opts.MaxStaleness,
-			}
-			s.verifier.Store(v)
-			s.auth.Store(&agentauth.Authenticator{
-				Tokens:              v,
-				PATs:                &clientreg.PATVerifier{Store: store, Tenants: s.Tenants, MaxStaleness: s.opts.MaxStaleness},
-				People:              store,
-				ResourceMetadataURL: s.opts.ResourceMetadataURL,
-			})
-			<-ctx.Done()
-			store.Close()
-			return
-		}
-		s.Logger.Debug("identity projection not available yet", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-	}
+	s.identity.Store(agentauth.Follow(ctx, agentauth.FollowOptions{
+		Bus: s.Bus, Tenants: s.Tenants, Keys: s.Keys,
+		Issuers: s.opts.Issuers, Resource: s.opts.Resource, ResourceMetadataURL: s.opts.ResourceMetadataURL,
+		MaxStaleness: s.opts.MaxStaleness, Logger: s.Logger,
+	}))
 }
 
 // Verifier checks agents' access tokens locally, with revocations from the
 // identity stream; nil until the projection is open.
-func (s *Service) Verifier() *accesstoken.Verifier { return s.verifier.Load() }
+func (s *Service) Verifier() *accesstoken.Verifier {
+	if f := s.identity.Load(); f != nil {
+		return f.Verifier()
+	}
+	return nil
+}
 
 // Authenticator checks agents' bearer credentials (access tokens and
 // personal access tokens); before the identity projection is open it
 // refuses everything as temporarily unavailable.
 func (s *Service) Authenticator() *agentauth.Authenticator {
-	if a := s.auth.Load(); a != nil {
-		return a
+	if f := s.identity.Load(); f != nil {
+		return f.Authenticator()
 	}
 	return &agentauth.Authenticator{ResourceMetadataURL: s.opts.ResourceMetadataURL}
 }
@@ -127,11 +106,11 @@ func (s *Service) Ready() error {
 	if err := s.Base.Ready(); err != nil {
 		return err
 	}
-	v := s.verifier.Load()
-	if v == nil {
+	f := s.identity.Load()
+	if f == nil || f.Verifier() == nil {
 		return errors.New("ingress: identity's revocations are not followed yet")
 	}
-	return v.Revocations.Fresh(s.opts.MaxStaleness)
+	return f.Ready()
 }
 
 // RegisterGRPC registers the ingress gRPC API.

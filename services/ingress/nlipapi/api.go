@@ -1,0 +1,139 @@
+// Package nlipapi is ingress's NLIP door (ECMA-431 HTTP and ECMA-432
+// WebSocket bindings): agents authenticate with a bearer token, send an
+// NLIP message that asks to send a typed ALP message, and get an NLIP reply
+// with the envelope id and the outcome policy decided (or "pending" with a
+// URL to poll). The mapping is documented in docs/nlip.md.
+//
+// Routes (all under the broker's public URL):
+//
+//	POST /nlip, POST /nlip/          one NLIP message (JSON or CBOR); both paths, no redirect
+//	GET  /nlip/envelopes/{id}        the outcome of an envelope the person sent
+//	GET  /nlip/ws                    WebSocket, one CBOR NLIP message per binary frame
+//	GET  /nlip/ws/text               WebSocket, one JSON NLIP message per text frame
+package nlipapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/nlip"
+	"github.com/alpd-project/alpd/internal/nmp"
+	"github.com/alpd-project/alpd/services/ingress"
+)
+
+// Scopes an agent's credential needs.
+const (
+	ScopeSend = "alp.send"
+	ScopeRead = "alp.read"
+)
+
+// Backend is what the bindings need from the ingress service.
+type Backend interface {
+	Authenticator() *agentauth.Authenticator
+	Accept(ctx context.Context, sub ingress.Submission) (ingress.Accepted, error)
+	Await(tenant, personID, envelopeID string) (*ingress.Waiter, error)
+	Decision(ctx context.Context, tenant, personID, envelopeID string) (*alpv1.Decided, error)
+	Submitted(ctx context.Context, tenant, personID, envelopeID string) (bool, error)
+}
+
+// Config tunes the bindings. Zero values take the defaults.
+type Config struct {
+	// PublicURL is the broker's public base URL, for poll URLs.
+	PublicURL string
+	// Message bounds every NLIP message (HTTP body or WebSocket frame).
+	Message nlip.Limits
+	// NMP bounds and rules for agent-supplied NMP headers.
+	NMP nmp.Config
+	// DecisionWait is how long a request waits for policy's decision
+	// before answering "pending" (default 3s).
+	DecisionWait time.Duration
+	// Rates: per agent, per person and per tenant (requests per second
+	// and burst). Every NLIP message counts against all three.
+	PerAgent, PerPerson, PerTenant Rate
+	// AllowedOrigins are the Origin host patterns (path.Match syntax, e.g.
+	// "app.example.com", "*.example.com") a browser WebSocket may come
+	// from, besides the broker's own host. Requests without Origin (not
+	// from a browser) are allowed.
+	AllowedOrigins []string
+	// WebSocket per-connection limits.
+	WSMessageRate Rate
+	// WSIdleTimeout closes a connection that sent nothing for this long
+	// (default 5m).
+	WSIdleTimeout time.Duration
+}
+
+// Rate is a token bucket: Limit events per second, Burst at once.
+type Rate struct {
+	Limit float64
+	Burst int
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Message:       nlip.DefaultLimits(),
+		NMP:           nmp.DefaultConfig(),
+		DecisionWait:  3 * time.Second,
+		PerAgent:      Rate{Limit: 20, Burst: 40},
+		PerPerson:     Rate{Limit: 50, Burst: 100},
+		PerTenant:     Rate{Limit: 1000, Burst: 2000},
+		WSMessageRate: Rate{Limit: 20, Burst: 40},
+		WSIdleTimeout: 5 * time.Minute,
+	}
+}
+
+func (c Config) complete() Config {
+	d := DefaultConfig()
+	if c.Message == (nlip.Limits{}) {
+		c.Message = d.Message
+	}
+	if c.NMP == (nmp.Config{}) {
+		c.NMP = d.NMP
+	}
+	if c.DecisionWait <= 0 {
+		c.DecisionWait = d.DecisionWait
+	}
+	for _, r := range []struct{ have, def *Rate }{{&c.PerAgent, &d.PerAgent}, {&c.PerPerson, &d.PerPerson},
+		{&c.PerTenant, &d.PerTenant}, {&c.WSMessageRate, &d.WSMessageRate}} {
+		if r.have.Limit <= 0 || r.have.Burst <= 0 {
+			*r.have = *r.def
+		}
+	}
+	if c.WSIdleTimeout <= 0 {
+		c.WSIdleTimeout = d.WSIdleTimeout
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	return c
+}
+
+// API serves the NLIP bindings.
+type API struct {
+	backend Backend
+	cfg     Config
+	log     *slog.Logger
+	limits  *limiters
+	mux     *http.ServeMux
+}
+
+// New builds the API.
+func New(b Backend, cfg Config, log *slog.Logger) *API {
+	cfg = cfg.complete()
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &API{backend: b, cfg: cfg, log: log, limits: newLimiters(cfg), mux: http.NewServeMux()}
+	a.mux.HandleFunc("/nlip", a.serveMessage)
+	a.mux.HandleFunc("/nlip/", a.serveMessage)
+	a.mux.HandleFunc("/nlip/envelopes/{id}", a.serveEnvelope)
+	a.mux.HandleFunc("/nlip/ws", func(w http.ResponseWriter, r *http.Request) { a.serveWebSocket(w, r, false) })
+	a.mux.HandleFunc("/nlip/ws/text", func(w http.ResponseWriter, r *http.Request) { a.serveWebSocket(w, r, true) })
+	return a
+}
+
+// ServeHTTP serves the NLIP routes.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }

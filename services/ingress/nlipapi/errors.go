@@ -1,0 +1,96 @@
+package nlipapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/nlip"
+	"github.com/alpd-project/alpd/internal/nmp"
+	"github.com/alpd-project/alpd/services/ingress"
+)
+
+// apiError is a refused request: an HTTP status, a machine-readable code, a
+// human message, and for some the JSON pointer of the part at fault.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+	Pointer string
+	// RetryAfter (seconds) for 429 and 503.
+	RetryAfter int
+	// Challenge is the WWW-Authenticate value for 401 and 403.
+	Challenge string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func newError(status int, code, format string, args ...any) *apiError {
+	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// errorMessage renders e as the NLIP reply: English text for people and
+// clients that read text (AG2 reads the English text), plus a structured
+// "alp.error" submessage for programs. ECMA-432 §11 shows errors as
+// MessageType "Error" with text content; we follow it.
+func errorMessage(e *apiError) *nlip.Message {
+	detail := map[string]any{"status": e.Status, "code": e.Code, "message": e.Message}
+	if e.Pointer != "" {
+		detail["pointer"] = e.Pointer
+	}
+	if e.RetryAfter > 0 {
+		detail["retry_after"] = e.RetryAfter
+	}
+	m := nlip.NewMessage(nlip.Text("english", e.Message), structured(labelError, detail))
+	m.MessageType = "error"
+	return m
+}
+
+// writeError answers an HTTP request with e.
+func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
+	if e.Challenge != "" {
+		w.Header().Set("WWW-Authenticate", e.Challenge)
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	writeMessage(w, r, e.Status, errorMessage(e))
+}
+
+// classify turns an error from a step of handling into the answer.
+func classify(err error) *apiError {
+	var ae *apiError
+	var auth *agentauth.Error
+	var ne *nlip.Error
+	var me *nmp.Error
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &auth):
+		code := auth.Code
+		if code == "" {
+			code = "unauthenticated"
+		}
+		e := &apiError{Status: auth.Status, Code: code, Message: auth.Description, Challenge: auth.Challenge}
+		if auth.Status == http.StatusServiceUnavailable {
+			e.RetryAfter = 1
+		}
+		return e
+	case errors.As(err, &ne):
+		status := http.StatusBadRequest
+		if ne.Code == "too_large" {
+			status = http.StatusRequestEntityTooLarge
+		}
+		return &apiError{Status: status, Code: "nlip_" + ne.Code, Message: ne.Message, Pointer: ne.Pointer}
+	case errors.As(err, &me):
+		return &apiError{Status: http.StatusBadRequest, Code: "nmp_" + me.Code, Message: "NMP header: " + me.Message, Pointer: "/submessages/nmp"}
+	case errors.Is(err, ingress.ErrIdempotencyKeyReused):
+		return newError(http.StatusUnprocessableEntity, "idempotency_key_reused", "%v", err)
+	case errors.Is(err, ingress.ErrInvalid):
+		return newError(http.StatusBadRequest, "invalid_alp_message", "%v", err)
+	}
+	return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 1,
+		Message: "the broker could not take the message right now; retry with the same idempotency key"}
+}

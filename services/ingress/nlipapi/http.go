@@ -1,0 +1,96 @@
+package nlipapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/alpd-project/alpd/internal/agentauth"
+)
+
+// serveMessage is POST /nlip and POST /nlip/ (ECMA-431 names /nlip; the
+// reference server and AG2 use /nlip/, and AG2 follows no redirects, so
+// both answer directly).
+func (a *API) serveMessage(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/nlip" && r.URL.Path != "/nlip/" {
+		writeError(w, r, newError(http.StatusNotFound, "not_found", "no NLIP endpoint at %s", r.URL.Path))
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, r, newError(http.StatusMethodNotAllowed, "method_not_allowed", "POST an NLIP message to this endpoint"))
+		return
+	}
+	media, aerr := requestMedia(r)
+	if aerr != nil {
+		writeError(w, r, aerr)
+		return
+	}
+	if r.ContentLength > int64(a.cfg.Message.MaxMessageBytes) {
+		writeError(w, r, newError(http.StatusRequestEntityTooLarge, "too_large", "the NLIP message is larger than %d bytes", a.cfg.Message.MaxMessageBytes))
+		return
+	}
+	p, aerr := a.authenticate(r)
+	if aerr != nil {
+		writeError(w, r, aerr)
+		return
+	}
+	m, aerr := a.readMessage(w, r, media)
+	if aerr != nil {
+		writeError(w, r, aerr)
+		return
+	}
+	reply, status, aerr := a.exchange(r.Context(), p, m, r.Header.Get("Idempotency-Key"))
+	if aerr != nil {
+		writeError(w, r, aerr)
+		return
+	}
+	writeMessage(w, r, status, reply)
+}
+
+// serveEnvelope is GET /nlip/envelopes/{id}: the outcome of one of the
+// person's envelopes, for agents whose send answered "pending".
+func (a *API) serveEnvelope(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		writeError(w, r, newError(http.StatusMethodNotAllowed, "method_not_allowed", "GET an envelope's outcome"))
+		return
+	}
+	p, aerr := a.authenticate(r)
+	if aerr != nil {
+		writeError(w, r, aerr)
+		return
+	}
+	id := r.PathValue("id")
+	ctx := r.Context()
+	d, err := a.backend.Decision(ctx, p.Tenant, p.PersonID, id)
+	if err != nil {
+		writeError(w, r, classify(err))
+		return
+	}
+	if d == nil {
+		sent, err := a.backend.Submitted(ctx, p.Tenant, p.PersonID, id)
+		if err != nil {
+			writeError(w, r, classify(err))
+			return
+		}
+		if !sent {
+			writeError(w, r, newError(http.StatusNotFound, "unknown_envelope", "no envelope %q was sent by this person (or it is too old)", id))
+			return
+		}
+		writeMessage(w, r, http.StatusAccepted, a.result(id, nil, nil).message())
+		return
+	}
+	writeMessage(w, r, http.StatusOK, a.result(id, d.GetEnvelope(), d).message())
+}
+
+// authenticate checks the bearer credential and the rate limits.
+func (a *API) authenticate(r *http.Request) (agentauth.Principal, *apiError) {
+	p, err := a.backend.Authenticator().Authenticate(r.Context(), r.Header.Get("Authorization"))
+	if err != nil {
+		return agentauth.Principal{}, classify(err)
+	}
+	if aerr := a.limits.allow(p, time.Now()); aerr != nil {
+		return agentauth.Principal{}, aerr
+	}
+	return p, nil
+}

@@ -1,0 +1,305 @@
+package nlipapi_test
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
+	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/nlip"
+	"github.com/alpd-project/alpd/services/ingress/nlipapi"
+)
+
+func TestSendAnswersWithThePolicyOutcome(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	body := sendJSON("bo@other.example",
+		`{"format":"token","subformat":"conversation","content":"conv-123"}`,
+		`{"format":"token","subformat":"authorization","content":"secret-nlip-auth-token"}`,
+		`{"label":"ag2_context","format":"structured","subformat":"JSON","content":{"k":"v"}}`)
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %+v", resp.StatusCode, reply)
+	}
+	res := result(t, reply)
+	if res["outcome"] != "refuse" || res["to"] != "bo@other.example" || res["type"] != "meeting.request/v1" {
+		t.Errorf("result %v", res)
+	}
+	reasons, _ := res["reasons"].([]any)
+	if len(reasons) != 1 || reasons[0].(map[string]any)["rule"] != "default-deny" {
+		t.Errorf("reasons %v", res["reasons"])
+	}
+	text, _ := reply.Content.Text()
+	if !strings.Contains(text, "refused") || !strings.Contains(text, res["envelope_id"].(string)) {
+		t.Errorf("reply text %q", text)
+	}
+	// ECMA-430 §6.2: every token comes back unchanged, to the same agent.
+	var echoed []string
+	for _, sm := range reply.Submessages {
+		if sm.Format == "token" {
+			c, _ := sm.Content.Text()
+			echoed = append(echoed, sm.Subformat+"="+c)
+		}
+	}
+	if strings.Join(echoed, ",") != "conversation=conv-123,authorization=secret-nlip-auth-token" {
+		t.Errorf("echoed tokens %v", echoed)
+	}
+
+	// The event: from the credential, body and NLIP parts sealed, no token.
+	ev := r.lastSend(t, res["envelope_id"].(string))
+	env := ev.GetSendRequested().GetEnvelope()
+	if env.GetFrom() != "ana@example.org" || env.GetFromAgent() != "agent-1" || len(env.GetBody()) != 0 || env.GetSealedBody() == nil {
+		t.Errorf("envelope from=%q agent=%q body=%q sealed=%v", env.GetFrom(), env.GetFromAgent(), env.GetBody(), env.GetSealedBody() != nil)
+	}
+	h := envelope.NLIP(env)
+	if h.GetMessagetype() != "alp:meeting.request/v1" || h.GetParts() != nil || h.GetSealedParts() == nil {
+		t.Errorf("NLIP header %v", h)
+	}
+	if got := strings.Join(h.GetLabels(), ","); got != "alp.to,alp.body,,ag2_context" {
+		t.Errorf("labels %q", got)
+	}
+	if got := envelope.NMP(env).GetTrust(); got != nmpv1.TrustLevel_TRUST_LEVEL_VERIFIED {
+		t.Errorf("trust %v, want verified (consumer agent)", got)
+	}
+	all := r.streamBytes(t)
+	for _, secret := range []string{"secret-nlip-auth-token", r.token, "conv-123", "Planning"} {
+		if bytes.Contains(all, []byte(secret)) {
+			t.Errorf("%q reached NATS", secret)
+		}
+	}
+}
+
+func TestBothPathsAnswerWithoutRedirect(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	for _, path := range []string{"/nlip", "/nlip/"} {
+		resp, reply := r.post(t, path, r.token, "application/json; charset=utf-8", sendJSON("bo@other.example"))
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d %+v", path, resp.StatusCode, reply)
+		}
+	}
+}
+
+func TestErrorsAreNLIPWithTheirStatus(t *testing.T) {
+	r := newRig(t, rigOptions{nlip: nlipapi.Config{Message: nlip.Limits{MaxMessageBytes: 4096}}})
+	readOnly := r.mint(t, "agent-ro", accesstoken.ClassConsumer, "alp.read")
+	before := r.sendCount(t)
+	cases := []struct {
+		name, path, token, contentType string
+		body                           []byte
+		status                         int
+		code                           string
+	}{
+		{"malformed JSON", "/nlip/", r.token, "application/json", []byte(`{"format":`), 400, "nlip_"},
+		{"no format", "/nlip/", r.token, "application/json", []byte(`{"subformat":"english","content":"x"}`), 400, "nlip_"},
+		{"no token", "/nlip/", "", "application/json", sendJSON("bo@other.example"), 401, ""},
+		{"forged token", "/nlip/", r.token[:len(r.token)-4] + "AAAA", "application/json", sendJSON("bo@other.example"), 401, "invalid_token"},
+		{"no send scope", "/nlip/", readOnly, "application/json", sendJSON("bo@other.example"), 403, "insufficient_scope"},
+		{"too large", "/nlip/", r.token, "application/json", bytes.Repeat([]byte(" "), 5000), 413, "too_large"},
+		{"wrong content type", "/nlip/", r.token, "text/plain", sendJSON("bo@other.example"), 415, "unsupported_media_type"},
+		{"no content type", "/nlip/", r.token, "", sendJSON("bo@other.example"), 415, "unsupported_media_type"},
+		{"plain chat", "/nlip/", r.token, "application/json", []byte(`{"format":"text","subformat":"english","content":"hi"}`), 422, "not_an_alp_send"},
+		{"no recipient", "/nlip/", r.token, "application/json",
+			[]byte(`{"messagetype":"alp:note/v1","format":"text","subformat":"english","content":"x","submessages":[{"label":"alp.body","format":"structured","subformat":"json","content":{}}]}`),
+			400, "invalid_alp_message"},
+		{"bad recipient", "/nlip/", r.token, "application/json", sendJSON("not-an-address"), 400, "invalid_alp_message"},
+		{"unknown path", "/nlip/other", r.token, "application/json", sendJSON("bo@other.example"), 404, "not_found"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, reply := r.post(t, c.path, c.token, c.contentType, c.body)
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d, want %d: %+v", resp.StatusCode, c.status, reply)
+			}
+			e := apiError(t, reply)
+			if code, _ := e["code"].(string); !strings.HasPrefix(code, c.code) {
+				t.Errorf("code %q, want %q…", code, c.code)
+			}
+			if text, _ := reply.Content.Text(); text == "" || reply.Subformat != "english" {
+				t.Errorf("no English text: %+v", reply)
+			}
+			if c.status == 401 || c.status == 403 {
+				if ch := resp.Header.Get("WWW-Authenticate"); !strings.Contains(ch, `resource_metadata="`+publicURL+`/.well-known/oauth-protected-resource"`) {
+					t.Errorf("WWW-Authenticate %q", ch)
+				}
+			}
+		})
+	}
+	if after := r.sendCount(t); after != before {
+		t.Errorf("rejected requests wrote %d events", after-before)
+	}
+}
+
+func TestRateLimitPerAgent(t *testing.T) {
+	r := newRig(t, rigOptions{nlip: nlipapi.Config{PerAgent: nlipapi.Rate{Limit: 0.01, Burst: 2}}})
+	for i := range 2 {
+		if resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example")); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %+v", i, resp.StatusCode, reply)
+		}
+	}
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example"))
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("third request: %d Retry-After=%q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if e := apiError(t, reply); e["code"] != "rate_limited" {
+		t.Errorf("error %v", e)
+	}
+	// Another agent of the same person has its own bucket.
+	other := r.mint(t, "agent-2", accesstoken.ClassConsumer, "alp.send")
+	if resp, _ := r.post(t, "/nlip/", other, "application/json", sendJSON("bo@other.example")); resp.StatusCode != 200 {
+		t.Errorf("other agent: %d", resp.StatusCode)
+	}
+}
+
+// countingBody counts what the handler reads.
+type countingBody struct {
+	n    int
+	data []byte
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, ioEOF
+	}
+	n := copy(p, c.data)
+	c.data = c.data[n:]
+	c.n += n
+	return n, nil
+}
+func (c *countingBody) Close() error { return nil }
+
+func TestOversizeBodyIsNotReadWhole(t *testing.T) {
+	r := newRig(t, rigOptions{nlip: nlipapi.Config{Message: nlip.Limits{MaxMessageBytes: 4096}}})
+	h := r.b.Handler()
+	for _, announced := range []bool{true, false} {
+		body := &countingBody{data: bytes.Repeat([]byte("x"), 1<<20)}
+		req := newRequest(t, "/nlip/", body, r.token)
+		if announced {
+			req.ContentLength = 1 << 20
+		} else {
+			req.ContentLength = -1 // chunked: the size is found while reading
+		}
+		w := newRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("announced=%v: status %d", announced, w.Code)
+		}
+		if announced && body.n != 0 {
+			t.Errorf("an announced oversize body was read (%d bytes)", body.n)
+		}
+		if !announced && body.n > 4096+32*1024 {
+			t.Errorf("read %d bytes of an oversize chunked body", body.n)
+		}
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	key := `{"format":"token","subformat":"idempotency","content":"k-42"}`
+	_, first := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example", key))
+	_, again := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example", key))
+	a, b := result(t, first), result(t, again)
+	if a["envelope_id"] != b["envelope_id"] || a["duplicate"] != nil || b["duplicate"] != true {
+		t.Fatalf("first %v, retry %v", a, b)
+	}
+	// The HTTP header names the same key.
+	_, viaHeader := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example"), "Idempotency-Key", "k-42")
+	if c := result(t, viaHeader); c["envelope_id"] != a["envelope_id"] {
+		t.Errorf("header key gave %v", c["envelope_id"])
+	}
+	if n := r.sendCount(t); n != 1 {
+		t.Errorf("%d SendRequested events, want 1", n)
+	}
+	// The same key for another message is refused.
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("cy@other.example", key))
+	if resp.StatusCode != http.StatusUnprocessableEntity || apiError(t, reply)["code"] != "idempotency_key_reused" {
+		t.Errorf("reused key: %d %+v", resp.StatusCode, reply)
+	}
+	// Keys are per agent: another agent's k-42 is another envelope.
+	other := r.mint(t, "agent-2", accesstoken.ClassConsumer, "alp.send")
+	_, third := r.post(t, "/nlip/", other, "application/json", sendJSON("bo@other.example", key))
+	if c := result(t, third); c["envelope_id"] == a["envelope_id"] {
+		t.Error("two agents' keys made one envelope")
+	}
+}
+
+func TestAgentNMPHeaderCanOnlyLower(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	company := r.mint(t, "agent-co", accesstoken.ClassCompany, "alp.send")
+	lower := `{"label":"nmp","format":"structured","subformat":"json","content":{"nmp_message":{"trust":{"level":1},"budget":{"max_tokens":5000,"tokens_used":0,"system_mode":"standard"}}}}`
+	_, reply := r.post(t, "/nlip/", company, "application/json", sendJSON("bo@other.example", lower))
+	env := r.lastSend(t, result(t, reply)["envelope_id"].(string)).GetSendRequested().GetEnvelope()
+	h := envelope.NMP(env)
+	if h.GetTrust() != nmpv1.TrustLevel_TRUST_LEVEL_UNTRUSTED || h.GetBudget().GetMaxTokens() != 5000 {
+		t.Errorf("trust %v budget %v, want untrusted and 5000", h.GetTrust(), h.GetBudget())
+	}
+	raise := `{"label":"nmp","format":"structured","subformat":"json","content":{"nmp_message":{"trust":{"level":3}}}}`
+	_, reply = r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example", raise))
+	res := result(t, reply)
+	env = r.lastSend(t, res["envelope_id"].(string)).GetSendRequested().GetEnvelope()
+	if got := envelope.NMP(env).GetTrust(); got != nmpv1.TrustLevel_TRUST_LEVEL_VERIFIED {
+		t.Errorf("a consumer agent raised trust to %v", got)
+	}
+	if ignored, _ := res["nmp_ignored"].([]any); len(ignored) == 0 {
+		t.Errorf("the raise was not reported as ignored: %v", res)
+	}
+	bad := `{"label":"nmp","format":"structured","subformat":"json","content":{"nmp_message":{"signals":{"urgency":1.5}}}}`
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example", bad))
+	if resp.StatusCode != 400 || !strings.HasPrefix(apiError(t, reply)["code"].(string), "nmp_") {
+		t.Errorf("out-of-range signal: %d %+v", resp.StatusCode, reply)
+	}
+}
+
+func TestPendingThenPoll(t *testing.T) {
+	// Without policy nothing decides: the send answers pending.
+	r := newRig(t, rigOptions{services: []string{"identity", "ingress"}, nlip: nlipapi.Config{DecisionWait: 50 * time.Millisecond}})
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example"))
+	res := result(t, reply)
+	if resp.StatusCode != http.StatusAccepted || res["outcome"] != "pending" || res["poll"] != publicURL+"/nlip/envelopes/"+res["envelope_id"].(string) {
+		t.Fatalf("%d %v", resp.StatusCode, res)
+	}
+	poll := func(id, token string) (*http.Response, *nlip.Message) {
+		req, _ := http.NewRequest(http.MethodGet, r.srv.URL+"/nlip/envelopes/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		return r.do(t, req)
+	}
+	if resp, reply := poll(res["envelope_id"].(string), r.token); resp.StatusCode != http.StatusAccepted || result(t, reply)["outcome"] != "pending" {
+		t.Errorf("poll: %d %+v", resp.StatusCode, reply)
+	}
+	if resp, reply := poll("01900000-0000-7000-8000-000000000000", r.token); resp.StatusCode != http.StatusNotFound || apiError(t, reply)["code"] != "unknown_envelope" {
+		t.Errorf("unknown envelope: %d", resp.StatusCode)
+	}
+	if resp, _ := poll(res["envelope_id"].(string), ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("poll without token: %d", resp.StatusCode)
+	}
+}
+
+func TestControlMessageGetsControlReply(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json",
+		[]byte(`{"MessageType":"Control","Format":"text","Subformat":"English","Content":"what can you do?"}`))
+	if resp.StatusCode != 200 || !reply.IsControl() {
+		t.Fatalf("%d %+v", resp.StatusCode, reply)
+	}
+	if _, ok := reply.FindLabel("alp.capabilities"); !ok {
+		t.Error("no capabilities")
+	}
+}
+
+func TestCBOROverHTTP(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	m, err := nlip.DecodeJSON(sendJSON("bo@other.example"), nlip.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := nlip.EncodeCBOR(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, reply := r.post(t, "/nlip/", r.token, "application/cbor", data)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/cbor" || result(t, reply)["outcome"] != "refuse" {
+		t.Errorf("%d %s %+v", resp.StatusCode, resp.Header.Get("Content-Type"), reply)
+	}
+}
