@@ -8,14 +8,13 @@ BIN     := $(CURDIR)/bin
 BUF     := $(BIN)/buf
 PKGS    := ./...
 
-.PHONY: all build tools proto proto-check lint test test-short bench demo clean
+.PHONY: all build tools proto proto-check lint test test-short fuzz bench demo clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/alpd ./cmd/alpd
-	$(GO) build -o $(BIN)/alpctl ./cmd/alpctl
-
+	$(GO) build -o $(BIN)/alpctl ./cmd
 $(BUF): tools/buf/go.mod tools/buf/go.sum
 	cd tools/buf && $(GO) build -o $(BUF) github.com/bufbuild/buf/cmd/buf
 
@@ -48,6 +47,15 @@ lint: $(BIN)/staticcheck
 # integration and end-to-end tests (they build alpd and nats-server).
 test: tools lint proto-check
 	ALPD_BUF=$(BUF) $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(MAKE) fuzz
+
+# Bounded fuzzing of the decoders agents reach (seeded with the samples in
+# testdata); -fuzzminimizetime keeps a found crasher's minimisation short.
+FUZZ = $(GO) test -run '^$$' -fuzztime 10s -fuzzminimizetime 5s
+fuzz:
+	$(FUZZ) -fuzz '^FuzzDecodeJSON$$' ./internal/nlip/
+	$(FUZZ) -fuzz '^FuzzDecodeCBOR$$' ./internal/nlip/
+	$(FUZZ) -fuzz '^FuzzParseAgentHeader$$' ./internal/nmp/
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
