@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -95,6 +96,9 @@ type Bus struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics
+	// handles caches stream handles by full name for LastMessageIn, so a
+	// hot lookup is one direct get, not three requests.
+	handles sync.Map
 }
 
 // New wraps an established NATS connection. It does not create anything on
@@ -385,6 +389,31 @@ func (b *Bus) LastMessage(ctx context.Context, subject string) (*jetstream.RawSt
 	m, err := s.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bus: last message on %s: %w", subject, err)
+	}
+	return m, nil
+}
+
+// LastMessageIn is LastMessage for a subject of a known stream (name
+// without namespace): one direct get once the stream's handle is cached.
+func (b *Bus) LastMessageIn(ctx context.Context, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	name := b.StreamName(stream)
+	h, ok := b.handles.Load(name)
+	if !ok {
+		s, err := b.js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("bus: stream %s: %w", name, err)
+		}
+		h, _ = b.handles.LoadOrStore(name, s)
+	}
+	m, err := h.(jetstream.Stream).GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		b.handles.Delete(name) // recreated streams get a fresh handle
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bus: last message on %s: %w", subject, err)

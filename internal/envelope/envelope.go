@@ -12,6 +12,7 @@ package envelope
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -153,8 +154,16 @@ func (h *Hop) End(env *alpv1.Envelope) nmpv1.TrustLevel {
 		Ready:       h.ready,
 		Lag:         h.lag,
 	})
-	if hdr.Budget != nil {
-		hdr.Budget.TokensUsed += h.tokens
+	if h.tokens > 0 {
+		if hdr.Budget == nil {
+			hdr.Budget = &nmpv1.Budget{}
+		}
+		// Saturate: a running total that wraps would reopen a spent budget.
+		used := hdr.Budget.TokensUsed + h.tokens
+		if used < h.tokens {
+			used = math.MaxUint64
+		}
+		hdr.Budget.TokensUsed = used
 	}
 	SetNMP(env, hdr)
 	return level

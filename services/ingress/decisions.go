@@ -42,11 +42,13 @@ func (s *Service) Await(tenant, personID, envelopeID string) (*Waiter, error) {
 }
 
 // Wait returns the decision, or nil when ctx ends first (the caller answers
-// "pending").
-func (w *Waiter) Wait(ctx context.Context) (*alpv1.Decided, error) {
-	// A retried submission may have been decided long ago.
-	if d, err := w.s.Decision(ctx, w.tenant, w.person, w.envelopeID); d != nil || err != nil {
-		return d, err
+// "pending"). A retried submission (retry) may have been decided long
+// ago, so for it the stream is read first.
+func (w *Waiter) Wait(ctx context.Context, retry bool) (*alpv1.Decided, error) {
+	if retry {
+		if d, err := w.s.Decision(ctx, w.tenant, w.person, w.envelopeID); d != nil || err != nil {
+			return d, err
+		}
 	}
 	for {
 		msg, err := w.sub.NextMsgWithContext(ctx)
@@ -72,7 +74,7 @@ func (s *Service) Decision(ctx context.Context, tenant, personID, envelopeID str
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	m, err := s.Bus.LastMessage(ctx, subject)
+	m, err := s.Bus.LastMessageIn(ctx, streams.Decided, subject)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil // policy has not created its stream yet: nothing decided
 	}
@@ -89,7 +91,7 @@ func (s *Service) Submitted(ctx context.Context, tenant, personID, envelopeID st
 	if err != nil {
 		return false, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	m, err := s.Bus.LastMessage(ctx, subject)
+	m, err := s.Bus.LastMessageIn(ctx, streams.Send, subject)
 	return m != nil, err
 }
 

@@ -267,7 +267,7 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 // earlier reports whether the envelope's subject already holds its
 // SendRequested, and refuses a reused key for a different message.
 func (s *Service) earlier(ctx context.Context, subject string, env *alpv1.Envelope) (bool, error) {
-	m, err := s.Bus.LastMessage(ctx, subject)
+	m, err := s.Bus.LastMessageIn(ctx, streams.Send, subject)
 	if err != nil || m == nil {
 		return false, err
 	}

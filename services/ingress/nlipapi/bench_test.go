@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
 
 // BenchmarkAuthenticatedSend is one agent's NLIP send over loopback HTTP:
@@ -16,7 +18,10 @@ import (
 //
 //	go test -run '^$' -bench 'AuthenticatedSend|LoopbackEcho' ./services/ingress/nlipapi/
 func BenchmarkAuthenticatedSend(b *testing.B) {
-	r := newRig(b, rigOptions{})
+	// Rate limits far above what a benchmark can reach: the floor is the
+	// work, not the buckets.
+	unlimited := nlipapi.Rate{Limit: 1e9, Burst: 1 << 30}
+	r := newRig(b, rigOptions{nlip: nlipapi.Config{PerAgent: unlimited, PerPerson: unlimited, PerTenant: unlimited}})
 	body := sendJSON("bo@other.example")
 	client := &http.Client{}
 	b.SetBytes(int64(len(body)))

@@ -263,7 +263,7 @@ func (a *API) exchange(ctx context.Context, p agentauth.Principal, m *nlip.Messa
 	}
 	wctx, cancel := context.WithTimeout(ctx, a.cfg.DecisionWait)
 	defer cancel()
-	d, err := w.Wait(wctx)
+	d, err := w.Wait(wctx, acc.Duplicate)
 	if err != nil {
 		a.log.Warn("waiting for a decision failed", "envelope", acc.EnvelopeID, "err", err)
 	}
