@@ -554,3 +554,35 @@ func TestForbiddenProducerDeadLettered(t *testing.T) {
 		t.Fatalf("dead letter: %v %v", m, err)
 	}
 }
+
+func TestLastMessageIn(t *testing.T) {
+	nc := natstest.Connect(t, natstest.RunJetStream(t))
+	b := newBus(t, nc, nil)
+	ctx := context.Background()
+	if _, err := b.LastMessageIn(ctx, "send", "alp.send.example_org.p1"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("no stream: %v", err)
+	}
+	st := ensure(t, b, logSpec())
+	if m, err := b.LastMessageIn(ctx, "send", "alp.send.example_org.p1"); m != nil || err != nil {
+		t.Fatalf("empty subject: %v %v", m, err)
+	}
+	seq, err := b.Append(ctx, "alp.send.example_org.p1", 0, sendEvent("e1", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := b.LastMessageIn(ctx, "send", "alp.send.example_org.p1"); err != nil || m.Sequence != seq {
+		t.Fatalf("last message: %v %v, want sequence %d", m, err, seq)
+	}
+	// A deleted and recreated stream is found again (the cached handle is
+	// dropped on "stream not found").
+	if err := b.JetStream().DeleteStream(ctx, st.CachedInfo().Config.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.LastMessageIn(ctx, "send", "alp.send.example_org.p1"); err == nil {
+		t.Fatal("deleted stream still answers")
+	}
+	ensure(t, b, logSpec())
+	if m, err := b.LastMessageIn(ctx, "send", "alp.send.example_org.p1"); m != nil || err != nil {
+		t.Fatalf("recreated stream: %v %v", m, err)
+	}
+}
