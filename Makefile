@@ -14,7 +14,8 @@ all: build
 
 build:
 	$(GO) build -o $(BIN)/alpd ./cmd/alpd
-	$(GO) build -o $(BIN)/alpctl ./cmd
+	$(GO) build -o $(BIN)/alpctl ./cmd/alpctl
+
 $(BUF): tools/buf/go.mod tools/buf/go.sum
 	cd tools/buf && $(GO) build -o $(BUF) github.com/bufbuild/buf/cmd/buf
 

@@ -40,6 +40,22 @@ curl -sfL -c "$JAR" -b "$JAR" -o /dev/null "http://127.0.0.1:$PORT/signin?tenant
 curl -sf -b "$JAR" "http://127.0.0.1:$PORT/signin/session" | sed -e 's/"csrf":"[^"]*"/"csrf":"…"/'
 echo
 echo
+echo "== ana gives an agent a personal access token (shown once)"
+CSRF=$(curl -sf -b "$JAR" "http://127.0.0.1:$PORT/signin/session" | sed -n 's/.*"csrf":"\([^"]*\)".*/\1/p')
+PAT=$(curl -sf -b "$JAR" -H "X-CSRF-Token: $CSRF" -H "Origin: http://127.0.0.1:$PORT" -H 'Content-Type: application/json' \
+	-d '{"name":"demo agent","scopes":["alp.send","alp.read"]}' "http://127.0.0.1:$PORT/v1/pats" |
+	sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
+echo "token: ${PAT:0:14}…"
+echo
+echo "== the agent asks, in NLIP, to send bo@other.example a meeting request"
+SEND='{"messagetype":"alp:meeting.request/v1","format":"text","subformat":"english","content":"Ask Bo for a planning meeting",
+ "submessages":[{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"},
+  {"label":"alp.body","format":"structured","subformat":"json","content":{"title":"Planning","minutes":30}},
+  {"format":"token","subformat":"idempotency","content":"demo-1"}]}'
+curl -s -H "Authorization: Bearer $PAT" -H 'Content-Type: application/json' -d "$SEND" "http://127.0.0.1:$PORT/nlip/"
+echo
+echo "(no policy rule allows it yet, so alpd refuses by default and says why)"
+echo
 echo "== the agents' authorization server (RFC 8414 metadata)"
 curl -sf "http://127.0.0.1:$PORT/.well-known/oauth-authorization-server/oauth/example.org" | head -c 400
 echo " …"
