@@ -135,6 +135,22 @@ func TestAgentOAuthFlow(t *testing.T) {
 	if ttl := time.Until(tok.Expiry); ttl > 10*time.Minute {
 		t.Fatalf("access token lives %s", ttl)
 	}
+	// The token opens the NLIP door: the agent sends an ALP message.
+	send := `{"messagetype":"alp:note/v1","format":"text","subformat":"english","content":"hello",
+	 "submessages":[{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"},
+	 {"label":"alp.body","format":"structured","subformat":"json","content":{"text":"hello"}}]}`
+	nreq, _ := http.NewRequest(http.MethodPost, public+"/nlip/", strings.NewReader(send))
+	nreq.Header.Set("Content-Type", "application/json")
+	nreq.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	nresp, err := http.DefaultClient.Do(nreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, _ := io.ReadAll(nresp.Body)
+	nresp.Body.Close()
+	if nresp.StatusCode != http.StatusOK || !strings.Contains(string(reply), `"outcome":"refuse"`) || !strings.Contains(string(reply), "default-deny") {
+		t.Fatalf("NLIP send with the agent's token: %d %s", nresp.StatusCode, reply)
+	}
 	// Refresh rotates; the old refresh token is then reuse, which revokes.
 	old := tok.RefreshToken
 	next, err := conf.TokenSource(ctx, &oauth2.Token{RefreshToken: old, Expiry: time.Now().Add(-time.Minute)}).Token()
