@@ -5,6 +5,8 @@
 //	alpctl operator-token NAME                            a new operator token and its configured hash
 //	alpctl certs --out DIR [--hosts H] [--roles R]        development CA and per-role certificates
 //	alpctl nats-config --tenants T --out DIR [...]        nats-server configuration and per-role nkey seeds
+//	alpctl ledger verify FILE [--since CP] [--state F]    verify an exported ledger, remembering its checkpoint
+//	alpctl ledger match A B                               check two exported ledgers against each other
 package main
 
 import (
@@ -39,7 +41,9 @@ func run(args []string, stdout, stderr io.Writer) int {
   alpctl [--broker URL] trace [--json] [--via auto|grpc|bus] [--operator-token T]
   alpctl operator-token NAME
   alpctl certs --out DIR [--hosts 127.0.0.1,localhost] [--days 30] [--roles all|ingress,…] [--force]
-  alpctl nats-config --tenants a.org[,b.org] --out DIR [flags]`)
+  alpctl nats-config --tenants a.org[,b.org] --out DIR [flags]
+  alpctl ledger verify FILE [--since CHECKPOINT_FILE] [--state FILE] [--peer EXPORT] [--peer-key VKEY]
+  alpctl ledger match A B`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -59,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return certsCmd(fs.Args()[1:], stdout, stderr)
 	case "nats-config":
 		return natsConfigCmd(fs.Args()[1:], stdout, stderr)
+	case "ledger":
+		return ledgerCmd(fs.Args()[1:], stdout, stderr)
 	}
 	base, err := url.Parse(*brokerURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
