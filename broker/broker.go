@@ -39,6 +39,7 @@ import (
 	"github.com/alpd-project/alpd/services/federation"
 	"github.com/alpd-project/alpd/services/identity"
 	"github.com/alpd-project/alpd/services/ingress"
+	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 	"github.com/alpd-project/alpd/services/ledger"
 	"github.com/alpd-project/alpd/services/policy"
 )
@@ -71,6 +72,8 @@ type Config struct {
 	// Operators may run diagnostics (trace) through Handler.
 	Operators []Operator
 	OpsLimits OpsLimits
+	// NLIP tunes the agents' NLIP endpoints (zero values: defaults).
+	NLIP nlipapi.Config
 }
 
 // BusConfig tunes JetStream use; zero values take the bus defaults.
@@ -118,6 +121,7 @@ type Broker struct {
 	mu        sync.Mutex
 	services  []service.Service
 	ingress   *ingress.Service
+	nlip      *nlipapi.API
 	identity  *identity.Service
 	grpc      *inProcessGRPC
 	peers     map[alpv1.Role]*grpc.ClientConn
@@ -230,6 +234,14 @@ func (b *Broker) Ingress() *ingress.Service {
 	return b.ingress
 }
 
+// nlipAPI is the local ingress's NLIP door, nil before Started or when
+// ingress runs elsewhere.
+func (b *Broker) nlipAPI() *nlipapi.API {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.nlip
+}
+
 // Identity is the local identity service, nil before Started or when it
 // runs elsewhere.
 func (b *Broker) Identity() *identity.Service {
@@ -307,7 +319,11 @@ func (b *Broker) start(ctx context.Context) error {
 		for _, t := range b.cfg.Tenants {
 			issuers[t] = oauthas.IssuerURL(b.publicURL(), t)
 		}
-		b.ingress = ingress.New(deps, ingress.Options{Issuers: issuers, Resource: b.publicURL()})
+		b.ingress = ingress.New(deps, ingress.Options{Issuers: issuers, Resource: b.publicURL(),
+			ResourceMetadataURL: b.publicURL() + oauthas.WellKnownResource})
+		nc := b.cfg.NLIP
+		nc.PublicURL = b.publicURL()
+		b.nlip = nlipapi.New(b.ingress, nc, b.log.With("component", "nlip"))
 		svcs = append(svcs, b.ingress)
 	}
 	if b.Runs("policy") {
@@ -317,7 +333,10 @@ func (b *Broker) start(ctx context.Context) error {
 		svcs = append(svcs, federation.New(deps))
 	}
 	if b.Runs("ledger") {
-		svcs = append(svcs, ledger.New(deps))
+		// The ledger's metrics carry the broker label like the bus's.
+		svcs = append(svcs, ledger.New(deps, ledger.Options{
+			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"broker": b.cfg.Name}, b.deps.Registerer),
+		}))
 	}
 	if b.Runs("approvals") {
 		svcs = append(svcs, approvals.New(deps))
@@ -325,6 +344,7 @@ func (b *Broker) start(ctx context.Context) error {
 	b.mu.Lock()
 	b.services = svcs
 	b.mu.Unlock()
+	b.serveLedgerAPI(ctx, svcs)
 
 	for _, s := range svcs {
 		if err := s.Start(ctx); err != nil {

@@ -50,6 +50,18 @@ func (b *Broker) Handler() http.Handler {
 	})
 	mux.Handle("/nlip", nlipHTTP)
 	mux.Handle("/nlip/", nlipHTTP)
+	// A person's ledger is read from the ledger service; in split mode
+	// route these paths to the ledger processes.
+	ledgerHTTP := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api := b.ledgerAPI()
+		if api == nil {
+			writeError(w, http.StatusServiceUnavailable, "ledger_unavailable", "the ledger service does not run in this process or has not started")
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+	mux.Handle("/v1/ledger", ledgerHTTP)
+	mux.Handle("/v1/ledger/", ledgerHTTP)
 	if b.deps.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(b.deps.Gatherer, promhttp.HandlerOpts{}))
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -188,7 +189,13 @@ func (b *Bus) Config(spec StreamSpec) jetstream.StreamConfig {
 // spec. It is called by the owning service at start-up and by supervised
 // consumers when the stream has vanished (a NATS store wiped under us).
 func (b *Bus) EnsureStream(ctx context.Context, spec StreamSpec) (jetstream.Stream, error) {
-	cfg := b.Config(spec)
+	return b.EnsureStreamConfig(ctx, b.Config(spec))
+}
+
+// EnsureStreamConfig is EnsureStream for a configuration a spec cannot
+// say (the ledger's atomic batches, sources with subject transforms),
+// usually b.Config(spec) with a few fields added.
+func (b *Bus) EnsureStreamConfig(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	s, err := b.js.Stream(ctx, cfg.Name)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -223,6 +230,7 @@ func sameStreamConfig(have, want jetstream.StreamConfig) bool {
 		have.Duplicates == want.Duplicates &&
 		have.DenyDelete == want.DenyDelete &&
 		have.DenyPurge == want.DenyPurge &&
+		have.AllowAtomicPublish == want.AllowAtomicPublish &&
 		sameSources(have.Sources, want.Sources)
 }
 
@@ -232,7 +240,8 @@ func sameSources(a, b []*jetstream.StreamSource) bool {
 	}
 	sortSources(a)
 	for i := range a {
-		if a[i].Name != b[i].Name || a[i].FilterSubject != b[i].FilterSubject {
+		if a[i].Name != b[i].Name || a[i].FilterSubject != b[i].FilterSubject ||
+			!slices.Equal(a[i].SubjectTransforms, b[i].SubjectTransforms) {
 			return false
 		}
 	}

@@ -30,11 +30,28 @@ type Policy map[string][]alpv1.Role
 // ingress and approvals may call.
 const IdentityIntrospectMethod = identityv1.IdentityService_Introspect_FullMethodName
 
+// LedgerReadMethods are the ledger's person-facing read methods: each reads
+// the ledger of the person whose bearer token is in the call's
+// "authorization" metadata (services/ledger/api).
+func LedgerReadMethods() []string {
+	return []string{
+		ledgerv1.LedgerService_GetHead_FullMethodName,
+		ledgerv1.LedgerService_ListEntries_FullMethodName,
+		ledgerv1.LedgerService_GetInclusionProof_FullMethodName,
+		ledgerv1.LedgerService_GetConsistencyProof_FullMethodName,
+		ledgerv1.LedgerService_Export_FullMethodName,
+	}
+}
+
 // DefaultPolicy is alpd's authorization table:
 //
 //   - every service's Ping: all six services and the operator;
 //   - identity's Introspect: ingress and approvals;
 //   - identity's ErasePerson: the operator only;
+//   - the ledger's read methods (LedgerReadMethods): ingress only, the
+//     agents' door, forwarding an agent's read with the person's bearer
+//     token (the ledger checks that token; no role reads a ledger without
+//     one, so roles that hold no person's token are not listed);
 //   - grpc.health.v1 Check and Watch: every role.
 //
 // Every other method is denied. Each call returns a new map.
@@ -53,6 +70,9 @@ func DefaultPolicy() Policy {
 
 		healthpb.Health_Check_FullMethodName: all,
 		healthpb.Health_Watch_FullMethodName: all,
+	}
+	for _, m := range LedgerReadMethods() {
+		p[m] = []alpv1.Role{alpv1.Role_ROLE_INGRESS}
 	}
 	for m, roles := range p {
 		p[m] = slices.Clone(roles)

@@ -196,6 +196,8 @@ func TestPolicyTable(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| `/alp.identity.v1.IdentityService/Introspect` | ingress, approvals |",
+		"| `/alp.ledger.v1.LedgerService/GetHead` | ingress |",
+		"| `/alp.ledger.v1.LedgerService/Export` | ingress |",
 		"| `/alp.policy.v1.PolicyService/Ping` | ingress, policy, federation, ledger, approvals, identity, operator |",
 		"| `/grpc.health.v1.Health/Watch` | ingress, policy, federation, ledger, approvals, identity, operator |",
 	} {

@@ -331,6 +331,27 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	if err := brokers["identity"].Identity().Erase(ctx, "example.org", "p1", "op-1"); err != nil {
 		t.Fatalf("identity erases a data key: %v", err)
 	}
+	// The ledger recorded the send in p1's log under its own user: it read
+	// its partition of the work queue, opened the body, made p1's ledger
+	// secret, saved the tree and signed a checkpoint.
+	waitFor(t, 10*time.Second, func() error {
+		st, err := conns["ledger"].js(t).Stream(ctx, "PERM_LEDGER")
+		if err != nil {
+			return err
+		}
+		if _, err = st.GetLastMsgForSubject(ctx, "alp.ledger.example_org.p1"); err != nil {
+			return err
+		}
+		// The checkpoint, read as the ledger reads its bucket (direct get).
+		m, err := conns["ledger"].nc.Request("$JS.API.DIRECT.GET.KV_PERM_LEDGERCHECKPOINTS.$KV.PERM_LEDGERCHECKPOINTS.example_org.p1", nil, time.Second)
+		if err != nil {
+			return err
+		}
+		if len(m.Data) == 0 {
+			return errors.New("no checkpoint yet: " + m.Header.Get("Status"))
+		}
+		return nil
+	})
 	// An expected-sequence append (the ledger's way to write) reads the
 	// subject's stream and last message when the server reports a conflict.
 	lb, err := bus.New(conns["ledger"].nc, bus.Options{Namespace: "perm"})
@@ -339,11 +360,11 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	}
 	ev := &alpv1.Event{Header: &alpv1.EventHeader{Type: "decided", EventId: "e-1", Tenant: "example.org", ProducerRole: alpv1.Role_ROLE_LEDGER},
 		Body: &alpv1.Event_Decided{Decided: &alpv1.Decided{}}}
-	first, err := lb.Append(ctx, "alp.ledger.example_org.p1", 0, ev)
+	first, err := lb.Append(ctx, "alp.ledger.example_org.nobody", 0, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := lb.Append(ctx, "alp.ledger.example_org.p1", 0, ev); err != nil || again != first {
+	if again, err := lb.Append(ctx, "alp.ledger.example_org.nobody", 0, ev); err != nil || again != first {
 		t.Fatalf("retried append = %d, %v; want %d", again, err, first)
 	}
 	checkIdentityProjection(t, conns)
@@ -391,7 +412,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	ing.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY.PERM_MINE.alp.identity.example_org.>")
 	ing.deniedPub(t, "$JS.API.CONSUMER.DELETE.PERM_IDENTITY.PERM_MINE")
 	ing.deniedPub(t, "$JS.ACK.PERM_IDENTITY.PERM_MINE.1.1.1.1.0")
-	led.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY")
+	fed.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY")
 	pol.deniedPub(t, "$JS.API.CONSUMER.MSG.NEXT.PERM_IDENTITY.x")
 
 	// The refused publish on federation's subject stored nothing.
@@ -409,7 +430,7 @@ func checkIdentityProjection(t *testing.T, conns map[string]*conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stores := map[string]*identitystore.Store{}
-	for _, role := range []string{"identity", "ingress", "approvals"} {
+	for _, role := range []string{"identity", "ingress", "approvals", "ledger"} {
 		b, err := bus.New(conns[role].nc, bus.Options{Namespace: "perm"})
 		if err != nil {
 			t.Fatal(err)
@@ -444,7 +465,7 @@ func checkIdentityProjection(t *testing.T, conns map[string]*conn) {
 	if err := id.RevokeGrant(ctx, tenant, g.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	for _, role := range []string{"ingress", "approvals"} {
+	for _, role := range []string{"ingress", "approvals", "ledger"} {
 		waitFor(t, 10*time.Second, func() error {
 			if revoked, _ := stores[role].Revoked(tenant, p.ID, g.ID, time.Now()); !revoked {
 				return errors.New(role + " has not seen the revocation")

@@ -48,6 +48,15 @@ const (
 	// OAuthCodesBucket holds identity's one-time authorization codes and
 	// used client-assertion ids (internal/oauthas), keyed by hashes.
 	OAuthCodesBucket = "oauthcodes"
+	// LedgerSecretsBucket holds the ledger's per-person secrets (salts and
+	// openings of commitments), wrapped, keyed "<tenant domain>.<person>";
+	// purged on erasure.
+	LedgerSecretsBucket = "ledgersecrets"
+	// LedgerTreesBucket caches the ledger's per-person tree tiles
+	// (rebuildable from the ledger stream).
+	LedgerTreesBucket = "ledgertrees"
+	// LedgerCheckpointsBucket holds the latest signed checkpoint per log.
+	LedgerCheckpointsBucket = "ledgercheckpoints"
 )
 
 // Access is what a role may do with a KV bucket.
@@ -139,6 +148,10 @@ type Use struct {
 	// answer may be missed, so it also reads the last message of a subject
 	// directly). Ingress awaits policy's decisions this way.
 	Awaits []string
+	// BatchReads are streams the role owns and reads a subject of in
+	// batches (batched direct gets by sequence or time): the ledger reads
+	// persons' logs this way.
+	BatchReads []string
 	// Shared are streams every consumer of the broker creates and
 	// publishes to (the dead-letter stream), by name without namespace.
 	Shared []string
@@ -151,17 +164,35 @@ type Use struct {
 // (each role started with only its own NATS user) fails until it does.
 var consumers = map[alpv1.Role][]Consumer{
 	alpv1.Role_ROLE_POLICY: {{Durable: "policy", Stream: streams.PolicyWork}},
+	alpv1.Role_ROLE_LEDGER: ledgerConsumers(),
+}
+
+// ledgerConsumers are the ledger's partition consumers (the default
+// number of partitions; a ledger configured with more needs this widened).
+func ledgerConsumers() []Consumer {
+	out := make([]Consumer, streams.LedgerPartitions)
+	for p := range out {
+		out[p] = Consumer{Durable: streams.LedgerWorkDurable(p), Stream: streams.LedgerWork}
+	}
+	return out
+}
+
+// batchReaders lists the owned streams a role reads in batches.
+var batchReaders = map[alpv1.Role][]string{
+	alpv1.Role_ROLE_LEDGER: {streams.Ledger},
 }
 
 // readers lists the roles that keep a projection of a stream they do not
 // consume through a durable consumer. The identity state
 // (internal/identitystore) is followed by identity itself (its commands
 // wait for their own events), by ingress (token revocation checks, fail
-// closed when stale) and by approvals (people signing in to decide).
+// closed when stale), by approvals (people signing in to decide) and by the
+// ledger (people and agents reading their ledger, same checks as ingress).
 var readers = map[alpv1.Role][]string{
 	alpv1.Role_ROLE_IDENTITY:  {streams.Identity},
 	alpv1.Role_ROLE_INGRESS:   {streams.Identity},
 	alpv1.Role_ROLE_APPROVALS: {streams.Identity},
+	alpv1.Role_ROLE_LEDGER:    {streams.Identity},
 }
 
 // awaiters lists, by role, the streams whose per-envelope answers the role
@@ -172,11 +203,13 @@ var awaiters = map[alpv1.Role][]string{
 
 // dataKeyAccess is what the roles that seal, open or erase message bodies
 // may do with the data-key bucket. Ingress seals (creates keys), identity
-// erases (purges keys), policy will open bodies to decide on fields (reads).
+// erases (purges keys), policy will open bodies to decide on fields (reads),
+// the ledger opens them to commit to their digest (reads).
 var dataKeyAccess = map[alpv1.Role]Access{
 	alpv1.Role_ROLE_INGRESS:  Manage | Read | Write,
 	alpv1.Role_ROLE_IDENTITY: Manage | Read | Write,
 	alpv1.Role_ROLE_POLICY:   Manage | Read,
+	alpv1.Role_ROLE_LEDGER:   Manage | Read,
 }
 
 // UsesDataKeys reports whether role seals, opens or erases bodies, and so
@@ -209,7 +242,8 @@ func UseOf(role alpv1.Role) (Use, bool) {
 }
 
 func useOf(role alpv1.Role) Use {
-	u := Use{Role: role, Consumers: slices.Clone(consumers[role]), Reads: slices.Clone(readers[role]), Awaits: slices.Clone(awaiters[role])}
+	u := Use{Role: role, Consumers: slices.Clone(consumers[role]), Reads: slices.Clone(readers[role]), Awaits: slices.Clone(awaiters[role]),
+		BatchReads: slices.Clone(batchReaders[role])}
 	for _, s := range streams.Table() {
 		if s.Owner != role {
 			continue
@@ -251,8 +285,18 @@ func useOf(role alpv1.Role) Use {
 			alpv1.Role_ROLE_INGRESS:  "seals bodies (creates data keys)",
 			alpv1.Role_ROLE_IDENTITY: "erases persons (purges data keys)",
 			alpv1.Role_ROLE_POLICY:   "opens bodies",
+			alpv1.Role_ROLE_LEDGER:   "opens bodies (to commit to their digest)",
 		}[role]
 		u.Buckets = append(u.Buckets, Bucket{Name: DataKeysBucket, Access: a, Keys: Tenants, Why: why})
+	}
+	if role == alpv1.Role_ROLE_LEDGER {
+		u.Buckets = append(u.Buckets,
+			Bucket{Name: LedgerSecretsBucket, Access: Manage | Read | Write, Keys: Tenants,
+				Why: "ledger secrets: creates them, reads them, purges them on erasure"},
+			Bucket{Name: LedgerTreesBucket, Access: Manage | Read | Write, Keys: AllKeys,
+				Why: "ledger tree tiles (a cache of the ledger stream)"},
+			Bucket{Name: LedgerCheckpointsBucket, Access: Manage | Read | Write, Keys: AllKeys,
+				Why: "the latest signed checkpoint of each log"})
 	}
 	if role == alpv1.Role_ROLE_IDENTITY {
 		u.Buckets = append(u.Buckets, Bucket{Name: OAuthCodesBucket, Access: Manage | Read | Write, Keys: AllKeys,

@@ -67,12 +67,12 @@ func TestTableFollowsStreams(t *testing.T) {
 	if _, ok := UseOf(alpv1.Role_ROLE_OPERATOR); ok {
 		t.Error("the operator is not a service role")
 	}
-	for _, r := range []alpv1.Role{alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_IDENTITY, alpv1.Role_ROLE_POLICY} {
+	for _, r := range []alpv1.Role{alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_IDENTITY, alpv1.Role_ROLE_POLICY, alpv1.Role_ROLE_LEDGER} {
 		if !UsesDataKeys(r) {
 			t.Errorf("%s must use the data-key bucket", r)
 		}
 	}
-	for _, r := range []alpv1.Role{alpv1.Role_ROLE_FEDERATION, alpv1.Role_ROLE_LEDGER, alpv1.Role_ROLE_APPROVALS} {
+	for _, r := range []alpv1.Role{alpv1.Role_ROLE_FEDERATION, alpv1.Role_ROLE_APPROVALS} {
 		if UsesDataKeys(r) {
 			t.Errorf("%s must not use the data-key bucket", r)
 		}
@@ -112,7 +112,7 @@ func TestPermissionsStayInTheirLane(t *testing.T) {
 					t.Errorf("%s may publish %s", name, s)
 				}
 			case strings.HasPrefix(s, "alp.deadletter."):
-				if s != "alp.deadletter.acme.policy" || u.Role != alpv1.Role_ROLE_POLICY {
+				if !slices.ContainsFunc(u.Consumers, func(c Consumer) bool { return s == "alp.deadletter.acme."+c.Durable }) {
 					t.Errorf("%s may publish %s", name, s)
 				}
 			case strings.HasPrefix(s, "alp."):
@@ -179,7 +179,7 @@ func TestPermissionsStayInTheirLane(t *testing.T) {
 			}
 		}
 		want := []string(nil)
-		if slices.Contains([]alpv1.Role{alpv1.Role_ROLE_IDENTITY, alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_APPROVALS}, u.Role) {
+		if slices.Contains([]alpv1.Role{alpv1.Role_ROLE_IDENTITY, alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_APPROVALS, alpv1.Role_ROLE_LEDGER}, u.Role) {
 			want = reader
 			if !slices.Contains(u.Consumes, "identity") {
 				t.Errorf("%s reads the identity stream but the table does not say so: %v", u.Role, u.Consumes)

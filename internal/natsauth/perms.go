@@ -182,6 +182,9 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 			allow(&sub, why+": core subscription to per-envelope subjects", "%s.%s.%s.>", bus.SubjectPrefix, def.Kind, bus.TenantToken(t))
 		}
 	}
+	for _, r := range u.BatchReads {
+		allow(&pub, "own stream: read a subject's messages in batches (batched direct get)", "%sDIRECT.GET.%s", jsAPI, NS(r))
+	}
 	for _, s := range u.Shared {
 		st := NS(s)
 		for _, op := range []string{"INFO", "CREATE", "UPDATE"} {

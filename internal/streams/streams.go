@@ -37,7 +37,20 @@ const (
 	Approvals = "approvals"
 	// PolicyWork is the policy workers' queue, fed from send and inbound.
 	PolicyWork = "policy_work"
+	// LedgerWork is the ledger writers' queue, fed from send and from
+	// identity's erasures, partitioned by person (see LedgerPartitions).
+	LedgerWork = "ledger_work"
 )
+
+// LedgerPartitions is the default number of partitions of the ledger's
+// work queue: persons are spread over them by a hash of tenant and person
+// (the NATS partition() subject mapping), one durable consumer each, so
+// one person's events always meet the same writer. The NATS permission
+// table (internal/natsauth) lists this many ledger consumers.
+const LedgerPartitions = 8
+
+// LedgerWorkDurable is the durable consumer of ledger partition p.
+func LedgerWorkDurable(p int) string { return fmt.Sprintf("ledger_p%d", p) }
 
 // IdentityKinds are the event bodies the identity stream carries: key
 // lifecycle, erasure tombstones and the identity state of
@@ -90,9 +103,9 @@ func Table() []Stream {
 		{Name: Identity, Owner: alpv1.Role_ROLE_IDENTITY, Kind: "identity", EventKinds: IdentityKinds(),
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
 			Description: "Identity state: people, agents, clients, grants, revocations, public keys and key lifecycle."},
-		{Name: Ledger, Owner: alpv1.Role_ROLE_LEDGER, Kind: "ledger",
+		{Name: Ledger, Owner: alpv1.Role_ROLE_LEDGER, Kind: "ledger", EventKinds: []string{"ledger_entry_appended"},
 			Retention: jetstream.LimitsPolicy, MaxAge: forever, AppendOnly: true,
-			Description: "Per-person ledgers (append-only: deletes and purges denied)."},
+			Description: "Per-person ledgers: one Merkle log per person on alp.ledger.<tenant>.<person> (append-only: deletes and purges denied)."},
 		{Name: Approvals, Owner: alpv1.Role_ROLE_APPROVALS, Kind: "approvals",
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
 			Description: "Approvals: pending items, decisions, standing approvals."},
@@ -100,6 +113,13 @@ func Table() []Stream {
 			Retention: jetstream.WorkQueuePolicy, MaxAge: work,
 			Sources:     map[string]string{Send: "alp.send.>", Inbound: "alp.inbound.>"},
 			Description: "Policy workers' queue, sourced from send and inbound (work queue shared by all policy replicas)."},
+		// The ledger creates this one itself (services/ledger/consumers):
+		// its sources carry subject transforms that append the person's
+		// partition as a last token, which the table's filters cannot say.
+		{Name: LedgerWork, Owner: alpv1.Role_ROLE_LEDGER, EventKinds: []string{"send_requested", "data_key_destroyed"},
+			Retention: jetstream.WorkQueuePolicy, MaxAge: events,
+			Sources:     map[string]string{Send: "alp.send.*.*.*", Identity: "alp.identity.*.erasure.*"},
+			Description: "Ledger writers' queue, sourced from send and identity's erasures, partitioned by person (one consumer per partition, shared by ledger replicas)."},
 	}
 }
 

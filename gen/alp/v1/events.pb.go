@@ -499,6 +499,7 @@ type Event struct {
 	//	*Event_PersonalAccessTokenRevoked
 	//	*Event_SealedSecretCreated
 	//	*Event_IdpTokenStored
+	//	*Event_LedgerEntryAppended
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -692,6 +693,15 @@ func (x *Event) GetIdpTokenStored() *IdpTokenStored {
 	return nil
 }
 
+func (x *Event) GetLedgerEntryAppended() *LedgerEntryAppended {
+	if x != nil {
+		if x, ok := x.Body.(*Event_LedgerEntryAppended); ok {
+			return x.LedgerEntryAppended
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -761,6 +771,11 @@ type Event_IdpTokenStored struct {
 	IdpTokenStored *IdpTokenStored `protobuf:"bytes,25,opt,name=idp_token_stored,json=idpTokenStored,oneof"`
 }
 
+type Event_LedgerEntryAppended struct {
+	// Ledger (alp.ledger.<tenant>.<person>).
+	LedgerEntryAppended *LedgerEntryAppended `protobuf:"bytes,26,opt,name=ledger_entry_appended,json=ledgerEntryAppended,oneof"`
+}
+
 func (*Event_SendRequested) isEvent_Body() {}
 
 func (*Event_Decided) isEvent_Body() {}
@@ -792,6 +807,8 @@ func (*Event_PersonalAccessTokenRevoked) isEvent_Body() {}
 func (*Event_SealedSecretCreated) isEvent_Body() {}
 
 func (*Event_IdpTokenStored) isEvent_Body() {}
+
+func (*Event_LedgerEntryAppended) isEvent_Body() {}
 
 // SendRequested: an agent asked its broker to send a typed message.
 type SendRequested struct {
@@ -1287,6 +1304,83 @@ func (x *IdpTokenStored) GetSealed() *SealedBody {
 	return nil
 }
 
+// LedgerEntryAppended is one leaf of a person's ledger, on the subject
+// alp.ledger.<tenant>.<person>: the n-th message on that subject is leaf n-1.
+type LedgerEntryAppended struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exact canonical bytes (RFC 8785 JSON) of the ledger entry
+	// (internal/ledgerlog.Entry): the Merkle leaf, hashed as RFC 6962 leaf.
+	Leaf []byte `protobuf:"bytes,1,opt,name=leaf" json:"leaf,omitempty"`
+	// Position of the leaf in the person's log (the entry's "i").
+	Index uint64 `protobuf:"varint,2,opt,name=index" json:"index,omitempty"`
+	// Opaque id of the person whose log this is.
+	PersonId string `protobuf:"bytes,3,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	// The opening of the entry's salted commitment (the envelope digest),
+	// sealed under a key derived from the person's ledger secret; empty when
+	// the entry has no commitment. Erasing the secret makes it unreadable.
+	SealedOpening []byte `protobuf:"bytes,4,opt,name=sealed_opening,json=sealedOpening" json:"sealed_opening,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerEntryAppended) Reset() {
+	*x = LedgerEntryAppended{}
+	mi := &file_alp_v1_events_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerEntryAppended) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerEntryAppended) ProtoMessage() {}
+
+func (x *LedgerEntryAppended) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerEntryAppended.ProtoReflect.Descriptor instead.
+func (*LedgerEntryAppended) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LedgerEntryAppended) GetLeaf() []byte {
+	if x != nil {
+		return x.Leaf
+	}
+	return nil
+}
+
+func (x *LedgerEntryAppended) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *LedgerEntryAppended) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *LedgerEntryAppended) GetSealedOpening() []byte {
+	if x != nil {
+		return x.SealedOpening
+	}
+	return nil
+}
+
 var File_alp_v1_events_proto protoreflect.FileDescriptor
 
 const file_alp_v1_events_proto_rawDesc = "" +
@@ -1304,7 +1398,8 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x05actor\x18\x06 \x01(\v2\r.alp.v1.ActorR\x05actor\x12\x16\n" +
 	"\x06tenant\x18\a \x01(\tR\x06tenant\x121\n" +
 	"\rproducer_role\x18\b \x01(\x0e2\f.alp.v1.RoleR\fproducerRole\x126\n" +
-	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xd2\t\n" +
+	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xa5\n" +
+	"\n" +
 	"\x05Event\x12+\n" +
 	"\x06header\x18\x01 \x01(\v2\x13.alp.v1.EventHeaderR\x06header\x12>\n" +
 	"\x0esend_requested\x18\n" +
@@ -1323,7 +1418,8 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x1cpersonal_access_token_issued\x18\x16 \x01(\v2!.alp.v1.PersonalAccessTokenIssuedH\x00R\x19personalAccessTokenIssued\x12g\n" +
 	"\x1dpersonal_access_token_revoked\x18\x17 \x01(\v2\".alp.v1.PersonalAccessTokenRevokedH\x00R\x1apersonalAccessTokenRevoked\x12Q\n" +
 	"\x15sealed_secret_created\x18\x18 \x01(\v2\x1b.alp.v1.SealedSecretCreatedH\x00R\x13sealedSecretCreated\x12B\n" +
-	"\x10idp_token_stored\x18\x19 \x01(\v2\x16.alp.v1.IdpTokenStoredH\x00R\x0eidpTokenStoredB\x06\n" +
+	"\x10idp_token_stored\x18\x19 \x01(\v2\x16.alp.v1.IdpTokenStoredH\x00R\x0eidpTokenStored\x12Q\n" +
+	"\x15ledger_entry_appended\x18\x1a \x01(\v2\x1b.alp.v1.LedgerEntryAppendedH\x00R\x13ledgerEntryAppendedB\x06\n" +
 	"\x04body\"\x90\x01\n" +
 	"\rSendRequested\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12'\n" +
@@ -1360,7 +1456,12 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x0eIdpTokenStored\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
 	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12*\n" +
-	"\x06sealed\x18\x03 \x01(\v2\x12.alp.v1.SealedBodyR\x06sealed*\x9f\x01\n" +
+	"\x06sealed\x18\x03 \x01(\v2\x12.alp.v1.SealedBodyR\x06sealed\"\x83\x01\n" +
+	"\x13LedgerEntryAppended\x12\x12\n" +
+	"\x04leaf\x18\x01 \x01(\fR\x04leaf\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x1b\n" +
+	"\tperson_id\x18\x03 \x01(\tR\bpersonId\x12%\n" +
+	"\x0esealed_opening\x18\x04 \x01(\fR\rsealedOpening*\x9f\x01\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fROLE_INGRESS\x10\x01\x12\x11\n" +
@@ -1411,7 +1512,7 @@ func file_alp_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_alp_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_alp_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_alp_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_alp_v1_events_proto_goTypes = []any{
 	(Role)(0),                          // 0: alp.v1.Role
 	(ActorKind)(0),                     // 1: alp.v1.ActorKind
@@ -1428,57 +1529,59 @@ var file_alp_v1_events_proto_goTypes = []any{
 	(*DataKeyDestroyed)(nil),           // 12: alp.v1.DataKeyDestroyed
 	(*SealedSecretCreated)(nil),        // 13: alp.v1.SealedSecretCreated
 	(*IdpTokenStored)(nil),             // 14: alp.v1.IdpTokenStored
-	(*timestamppb.Timestamp)(nil),      // 15: google.protobuf.Timestamp
-	(*PersonBound)(nil),                // 16: alp.v1.PersonBound
-	(*PersonUpdated)(nil),              // 17: alp.v1.PersonUpdated
-	(*ClientRegistered)(nil),           // 18: alp.v1.ClientRegistered
-	(*VendorAttestationBound)(nil),     // 19: alp.v1.VendorAttestationBound
-	(*GrantIssued)(nil),                // 20: alp.v1.GrantIssued
-	(*RefreshTokenRotated)(nil),        // 21: alp.v1.RefreshTokenRotated
-	(*GrantRevoked)(nil),               // 22: alp.v1.GrantRevoked
-	(*PersonAgentsRevoked)(nil),        // 23: alp.v1.PersonAgentsRevoked
-	(*PersonalAccessTokenIssued)(nil),  // 24: alp.v1.PersonalAccessTokenIssued
-	(*PersonalAccessTokenRevoked)(nil), // 25: alp.v1.PersonalAccessTokenRevoked
-	(*Envelope)(nil),                   // 26: alp.v1.Envelope
-	(*SealedBody)(nil),                 // 27: alp.v1.SealedBody
+	(*LedgerEntryAppended)(nil),        // 15: alp.v1.LedgerEntryAppended
+	(*timestamppb.Timestamp)(nil),      // 16: google.protobuf.Timestamp
+	(*PersonBound)(nil),                // 17: alp.v1.PersonBound
+	(*PersonUpdated)(nil),              // 18: alp.v1.PersonUpdated
+	(*ClientRegistered)(nil),           // 19: alp.v1.ClientRegistered
+	(*VendorAttestationBound)(nil),     // 20: alp.v1.VendorAttestationBound
+	(*GrantIssued)(nil),                // 21: alp.v1.GrantIssued
+	(*RefreshTokenRotated)(nil),        // 22: alp.v1.RefreshTokenRotated
+	(*GrantRevoked)(nil),               // 23: alp.v1.GrantRevoked
+	(*PersonAgentsRevoked)(nil),        // 24: alp.v1.PersonAgentsRevoked
+	(*PersonalAccessTokenIssued)(nil),  // 25: alp.v1.PersonalAccessTokenIssued
+	(*PersonalAccessTokenRevoked)(nil), // 26: alp.v1.PersonalAccessTokenRevoked
+	(*Envelope)(nil),                   // 27: alp.v1.Envelope
+	(*SealedBody)(nil),                 // 28: alp.v1.SealedBody
 }
 var file_alp_v1_events_proto_depIdxs = []int32{
 	1,  // 0: alp.v1.Actor.kind:type_name -> alp.v1.ActorKind
 	5,  // 1: alp.v1.EventHeader.actor:type_name -> alp.v1.Actor
 	0,  // 2: alp.v1.EventHeader.producer_role:type_name -> alp.v1.Role
-	15, // 3: alp.v1.EventHeader.occurred:type_name -> google.protobuf.Timestamp
+	16, // 3: alp.v1.EventHeader.occurred:type_name -> google.protobuf.Timestamp
 	6,  // 4: alp.v1.Event.header:type_name -> alp.v1.EventHeader
 	8,  // 5: alp.v1.Event.send_requested:type_name -> alp.v1.SendRequested
 	10, // 6: alp.v1.Event.decided:type_name -> alp.v1.Decided
 	11, // 7: alp.v1.Event.key_lifecycle:type_name -> alp.v1.KeyLifecycle
 	12, // 8: alp.v1.Event.data_key_destroyed:type_name -> alp.v1.DataKeyDestroyed
-	16, // 9: alp.v1.Event.person_bound:type_name -> alp.v1.PersonBound
-	17, // 10: alp.v1.Event.person_updated:type_name -> alp.v1.PersonUpdated
-	18, // 11: alp.v1.Event.client_registered:type_name -> alp.v1.ClientRegistered
-	19, // 12: alp.v1.Event.vendor_attestation_bound:type_name -> alp.v1.VendorAttestationBound
-	20, // 13: alp.v1.Event.grant_issued:type_name -> alp.v1.GrantIssued
-	21, // 14: alp.v1.Event.refresh_token_rotated:type_name -> alp.v1.RefreshTokenRotated
-	22, // 15: alp.v1.Event.grant_revoked:type_name -> alp.v1.GrantRevoked
-	23, // 16: alp.v1.Event.person_agents_revoked:type_name -> alp.v1.PersonAgentsRevoked
-	24, // 17: alp.v1.Event.personal_access_token_issued:type_name -> alp.v1.PersonalAccessTokenIssued
-	25, // 18: alp.v1.Event.personal_access_token_revoked:type_name -> alp.v1.PersonalAccessTokenRevoked
+	17, // 9: alp.v1.Event.person_bound:type_name -> alp.v1.PersonBound
+	18, // 10: alp.v1.Event.person_updated:type_name -> alp.v1.PersonUpdated
+	19, // 11: alp.v1.Event.client_registered:type_name -> alp.v1.ClientRegistered
+	20, // 12: alp.v1.Event.vendor_attestation_bound:type_name -> alp.v1.VendorAttestationBound
+	21, // 13: alp.v1.Event.grant_issued:type_name -> alp.v1.GrantIssued
+	22, // 14: alp.v1.Event.refresh_token_rotated:type_name -> alp.v1.RefreshTokenRotated
+	23, // 15: alp.v1.Event.grant_revoked:type_name -> alp.v1.GrantRevoked
+	24, // 16: alp.v1.Event.person_agents_revoked:type_name -> alp.v1.PersonAgentsRevoked
+	25, // 17: alp.v1.Event.personal_access_token_issued:type_name -> alp.v1.PersonalAccessTokenIssued
+	26, // 18: alp.v1.Event.personal_access_token_revoked:type_name -> alp.v1.PersonalAccessTokenRevoked
 	13, // 19: alp.v1.Event.sealed_secret_created:type_name -> alp.v1.SealedSecretCreated
 	14, // 20: alp.v1.Event.idp_token_stored:type_name -> alp.v1.IdpTokenStored
-	26, // 21: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
-	26, // 22: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
-	2,  // 23: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
-	9,  // 24: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
-	3,  // 25: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
-	4,  // 26: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
-	15, // 27: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
-	15, // 28: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
-	3,  // 29: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
-	27, // 30: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	15, // 21: alp.v1.Event.ledger_entry_appended:type_name -> alp.v1.LedgerEntryAppended
+	27, // 22: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
+	27, // 23: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
+	2,  // 24: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
+	9,  // 25: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
+	3,  // 26: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
+	4,  // 27: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
+	16, // 28: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
+	16, // 29: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
+	3,  // 30: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
+	28, // 31: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_alp_v1_events_proto_init() }
@@ -1505,6 +1608,7 @@ func file_alp_v1_events_proto_init() {
 		(*Event_PersonalAccessTokenRevoked)(nil),
 		(*Event_SealedSecretCreated)(nil),
 		(*Event_IdpTokenStored)(nil),
+		(*Event_LedgerEntryAppended)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1512,7 +1616,7 @@ func file_alp_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_v1_events_proto_rawDesc), len(file_alp_v1_events_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/alpd-project/alpd/gen/alp/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -126,19 +127,1040 @@ func (x *PingResponse) GetReady() bool {
 	return false
 }
 
+// Checkpoint is a signed checkpoint of a person's log and what it says.
+type Checkpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The C2SP signed note, exact bytes: what a reader keeps and later asks
+	// consistency from.
+	Note []byte `protobuf:"bytes,1,opt,name=note" json:"note,omitempty"`
+	// The checkpoint body: the log's origin, its size and RFC 6962 root.
+	Origin        string `protobuf:"bytes,2,opt,name=origin" json:"origin,omitempty"`
+	Size          uint64 `protobuf:"varint,3,opt,name=size" json:"size,omitempty"`
+	Root          []byte `protobuf:"bytes,4,opt,name=root" json:"root,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Checkpoint) Reset() {
+	*x = Checkpoint{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Checkpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Checkpoint) ProtoMessage() {}
+
+func (x *Checkpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
+func (*Checkpoint) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Checkpoint) GetNote() []byte {
+	if x != nil {
+		return x.Note
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetRoot() []byte {
+	if x != nil {
+		return x.Root
+	}
+	return nil
+}
+
+// PublicKey is one of the tenant's ledger signing keys.
+type PublicKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The signed-note key id, 8 hex digits.
+	KeyId string `protobuf:"bytes,1,opt,name=key_id,json=keyId" json:"key_id,omitempty"`
+	// The signed-note key name, "<tenant>/alp/ledger".
+	Name string `protobuf:"bytes,2,opt,name=name" json:"name,omitempty"`
+	// The signed-note verifier key, "<name>+<key id>+<base64 key>".
+	VerifierKey string `protobuf:"bytes,3,opt,name=verifier_key,json=verifierKey" json:"verifier_key,omitempty"`
+	// The raw Ed25519 public key.
+	PublicKey []byte                 `protobuf:"bytes,4,opt,name=public_key,json=publicKey" json:"public_key,omitempty"`
+	State     v1.KeyState            `protobuf:"varint,5,opt,name=state,enum=alp.v1.KeyState" json:"state,omitempty"`
+	Created   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created" json:"created,omitempty"`
+	// Set for revoked keys: signatures made at or after it are void.
+	CompromisedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=compromised_at,json=compromisedAt" json:"compromised_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublicKey) Reset() {
+	*x = PublicKey{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublicKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublicKey) ProtoMessage() {}
+
+func (x *PublicKey) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublicKey.ProtoReflect.Descriptor instead.
+func (*PublicKey) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PublicKey) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *PublicKey) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PublicKey) GetVerifierKey() string {
+	if x != nil {
+		return x.VerifierKey
+	}
+	return ""
+}
+
+func (x *PublicKey) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+func (x *PublicKey) GetState() v1.KeyState {
+	if x != nil {
+		return x.State
+	}
+	return v1.KeyState(0)
+}
+
+func (x *PublicKey) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+func (x *PublicKey) GetCompromisedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompromisedAt
+	}
+	return nil
+}
+
+type GetHeadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHeadRequest) Reset() {
+	*x = GetHeadRequest{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHeadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHeadRequest) ProtoMessage() {}
+
+func (x *GetHeadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHeadRequest.ProtoReflect.Descriptor instead.
+func (*GetHeadRequest) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{4}
+}
+
+type GetHeadResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Origin string                 `protobuf:"bytes,1,opt,name=origin" json:"origin,omitempty"`
+	// The number of entries; entries at or beyond checkpoint.size are not yet
+	// covered by a signed checkpoint.
+	Size uint64 `protobuf:"varint,2,opt,name=size" json:"size,omitempty"`
+	// The RFC 6962 root over all size entries.
+	Root       []byte      `protobuf:"bytes,3,opt,name=root" json:"root,omitempty"`
+	Checkpoint *Checkpoint `protobuf:"bytes,4,opt,name=checkpoint" json:"checkpoint,omitempty"`
+	// Every ledger key of the tenant, in every state, oldest first.
+	PublicKeys    []*PublicKey `protobuf:"bytes,5,rep,name=public_keys,json=publicKeys" json:"public_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHeadResponse) Reset() {
+	*x = GetHeadResponse{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHeadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHeadResponse) ProtoMessage() {}
+
+func (x *GetHeadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHeadResponse.ProtoReflect.Descriptor instead.
+func (*GetHeadResponse) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetHeadResponse) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *GetHeadResponse) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *GetHeadResponse) GetRoot() []byte {
+	if x != nil {
+		return x.Root
+	}
+	return nil
+}
+
+func (x *GetHeadResponse) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *GetHeadResponse) GetPublicKeys() []*PublicKey {
+	if x != nil {
+		return x.PublicKeys
+	}
+	return nil
+}
+
+// Opening opens an entry's salted commitment.
+type Opening struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Salt  []byte                 `protobuf:"bytes,1,opt,name=salt" json:"salt,omitempty"`
+	// The SHA-256 envelope digest.
+	Digest        []byte `protobuf:"bytes,2,opt,name=digest" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Opening) Reset() {
+	*x = Opening{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Opening) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Opening) ProtoMessage() {}
+
+func (x *Opening) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Opening.ProtoReflect.Descriptor instead.
+func (*Opening) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Opening) GetSalt() []byte {
+	if x != nil {
+		return x.Salt
+	}
+	return nil
+}
+
+func (x *Opening) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
+// Entry is one leaf of a person's log.
+type Entry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint64                 `protobuf:"varint,1,opt,name=index" json:"index,omitempty"`
+	// The exact canonical JSON of the leaf (RFC 8785).
+	Leaf []byte `protobuf:"bytes,2,opt,name=leaf" json:"leaf,omitempty"`
+	// The RFC 6962 leaf hash, SHA-256(0x00 || leaf).
+	LeafHash []byte `protobuf:"bytes,3,opt,name=leaf_hash,json=leafHash" json:"leaf_hash,omitempty"`
+	// When the leaf was stored (the entry has its own time inside).
+	Time *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time" json:"time,omitempty"`
+	// Opens the entry's commitment; unset without a commitment or once erased.
+	Opening *Opening `protobuf:"bytes,5,opt,name=opening" json:"opening,omitempty"`
+	// The entry had an opening, but the person's ledger secret was erased.
+	Erased        bool `protobuf:"varint,6,opt,name=erased" json:"erased,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Entry) Reset() {
+	*x = Entry{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Entry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Entry) ProtoMessage() {}
+
+func (x *Entry) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Entry.ProtoReflect.Descriptor instead.
+func (*Entry) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Entry) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Entry) GetLeaf() []byte {
+	if x != nil {
+		return x.Leaf
+	}
+	return nil
+}
+
+func (x *Entry) GetLeafHash() []byte {
+	if x != nil {
+		return x.LeafHash
+	}
+	return nil
+}
+
+func (x *Entry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *Entry) GetOpening() *Opening {
+	if x != nil {
+		return x.Opening
+	}
+	return nil
+}
+
+func (x *Entry) GetErased() bool {
+	if x != nil {
+		return x.Erased
+	}
+	return false
+}
+
+type ListEntriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first index to return.
+	FromIndex uint64 `protobuf:"varint,1,opt,name=from_index,json=fromIndex" json:"from_index,omitempty"`
+	// At most this many entries (0: the default page size; capped).
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEntriesRequest) Reset() {
+	*x = ListEntriesRequest{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEntriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEntriesRequest) ProtoMessage() {}
+
+func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEntriesRequest.ProtoReflect.Descriptor instead.
+func (*ListEntriesRequest) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListEntriesRequest) GetFromIndex() uint64 {
+	if x != nil {
+		return x.FromIndex
+	}
+	return 0
+}
+
+func (x *ListEntriesRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListEntriesResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*Entry               `protobuf:"bytes,1,rep,name=entries" json:"entries,omitempty"`
+	// The index to ask for next; zero when this page reached the end of the
+	// log (as of size).
+	NextIndex uint64 `protobuf:"varint,2,opt,name=next_index,json=nextIndex" json:"next_index,omitempty"`
+	// The log's size when the page was read.
+	Size          uint64      `protobuf:"varint,3,opt,name=size" json:"size,omitempty"`
+	Checkpoint    *Checkpoint `protobuf:"bytes,4,opt,name=checkpoint" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEntriesResponse) Reset() {
+	*x = ListEntriesResponse{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEntriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEntriesResponse) ProtoMessage() {}
+
+func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEntriesResponse.ProtoReflect.Descriptor instead.
+func (*ListEntriesResponse) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListEntriesResponse) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListEntriesResponse) GetNextIndex() uint64 {
+	if x != nil {
+		return x.NextIndex
+	}
+	return 0
+}
+
+func (x *ListEntriesResponse) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ListEntriesResponse) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+type GetInclusionProofRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint64                 `protobuf:"varint,1,opt,name=index" json:"index,omitempty"`
+	// The tree size to prove in; 0 means the latest checkpoint's size.
+	TreeSize      uint64 `protobuf:"varint,2,opt,name=tree_size,json=treeSize" json:"tree_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInclusionProofRequest) Reset() {
+	*x = GetInclusionProofRequest{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInclusionProofRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInclusionProofRequest) ProtoMessage() {}
+
+func (x *GetInclusionProofRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInclusionProofRequest.ProtoReflect.Descriptor instead.
+func (*GetInclusionProofRequest) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetInclusionProofRequest) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *GetInclusionProofRequest) GetTreeSize() uint64 {
+	if x != nil {
+		return x.TreeSize
+	}
+	return 0
+}
+
+type GetInclusionProofResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Index    uint64                 `protobuf:"varint,1,opt,name=index" json:"index,omitempty"`
+	TreeSize uint64                 `protobuf:"varint,2,opt,name=tree_size,json=treeSize" json:"tree_size,omitempty"`
+	// The leaf's hash and the proof's hashes (tlog.RecordProof), for
+	// tlog.CheckRecord against the root of tree_size.
+	LeafHash []byte   `protobuf:"bytes,3,opt,name=leaf_hash,json=leafHash" json:"leaf_hash,omitempty"`
+	Proof    [][]byte `protobuf:"bytes,4,rep,name=proof" json:"proof,omitempty"`
+	// The root of tree_size (the checkpoint's root when the sizes agree).
+	Root          []byte      `protobuf:"bytes,5,opt,name=root" json:"root,omitempty"`
+	Checkpoint    *Checkpoint `protobuf:"bytes,6,opt,name=checkpoint" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInclusionProofResponse) Reset() {
+	*x = GetInclusionProofResponse{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInclusionProofResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInclusionProofResponse) ProtoMessage() {}
+
+func (x *GetInclusionProofResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInclusionProofResponse.ProtoReflect.Descriptor instead.
+func (*GetInclusionProofResponse) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetInclusionProofResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *GetInclusionProofResponse) GetTreeSize() uint64 {
+	if x != nil {
+		return x.TreeSize
+	}
+	return 0
+}
+
+func (x *GetInclusionProofResponse) GetLeafHash() []byte {
+	if x != nil {
+		return x.LeafHash
+	}
+	return nil
+}
+
+func (x *GetInclusionProofResponse) GetProof() [][]byte {
+	if x != nil {
+		return x.Proof
+	}
+	return nil
+}
+
+func (x *GetInclusionProofResponse) GetRoot() []byte {
+	if x != nil {
+		return x.Root
+	}
+	return nil
+}
+
+func (x *GetInclusionProofResponse) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+type GetConsistencyProofRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The older tree size. Ignored when checkpoint is set.
+	FromSize uint64 `protobuf:"varint,1,opt,name=from_size,json=fromSize" json:"from_size,omitempty"`
+	// The newer tree size; 0 means the latest checkpoint's size.
+	ToSize uint64 `protobuf:"varint,2,opt,name=to_size,json=toSize" json:"to_size,omitempty"`
+	// A signed checkpoint of this log the reader holds: it must verify under
+	// the tenant's ledger keys and agree with the log at its size, and the
+	// proof then starts at its size.
+	Checkpoint    []byte `protobuf:"bytes,3,opt,name=checkpoint" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsistencyProofRequest) Reset() {
+	*x = GetConsistencyProofRequest{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsistencyProofRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsistencyProofRequest) ProtoMessage() {}
+
+func (x *GetConsistencyProofRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsistencyProofRequest.ProtoReflect.Descriptor instead.
+func (*GetConsistencyProofRequest) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetConsistencyProofRequest) GetFromSize() uint64 {
+	if x != nil {
+		return x.FromSize
+	}
+	return 0
+}
+
+func (x *GetConsistencyProofRequest) GetToSize() uint64 {
+	if x != nil {
+		return x.ToSize
+	}
+	return 0
+}
+
+func (x *GetConsistencyProofRequest) GetCheckpoint() []byte {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+type GetConsistencyProofResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	FromSize uint64                 `protobuf:"varint,1,opt,name=from_size,json=fromSize" json:"from_size,omitempty"`
+	ToSize   uint64                 `protobuf:"varint,2,opt,name=to_size,json=toSize" json:"to_size,omitempty"`
+	// The proof's hashes (tlog.TreeProof), for tlog.CheckTree.
+	Proof         [][]byte    `protobuf:"bytes,3,rep,name=proof" json:"proof,omitempty"`
+	FromRoot      []byte      `protobuf:"bytes,4,opt,name=from_root,json=fromRoot" json:"from_root,omitempty"`
+	ToRoot        []byte      `protobuf:"bytes,5,opt,name=to_root,json=toRoot" json:"to_root,omitempty"`
+	Checkpoint    *Checkpoint `protobuf:"bytes,6,opt,name=checkpoint" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsistencyProofResponse) Reset() {
+	*x = GetConsistencyProofResponse{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsistencyProofResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsistencyProofResponse) ProtoMessage() {}
+
+func (x *GetConsistencyProofResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsistencyProofResponse.ProtoReflect.Descriptor instead.
+func (*GetConsistencyProofResponse) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetConsistencyProofResponse) GetFromSize() uint64 {
+	if x != nil {
+		return x.FromSize
+	}
+	return 0
+}
+
+func (x *GetConsistencyProofResponse) GetToSize() uint64 {
+	if x != nil {
+		return x.ToSize
+	}
+	return 0
+}
+
+func (x *GetConsistencyProofResponse) GetProof() [][]byte {
+	if x != nil {
+		return x.Proof
+	}
+	return nil
+}
+
+func (x *GetConsistencyProofResponse) GetFromRoot() []byte {
+	if x != nil {
+		return x.FromRoot
+	}
+	return nil
+}
+
+func (x *GetConsistencyProofResponse) GetToRoot() []byte {
+	if x != nil {
+		return x.ToRoot
+	}
+	return nil
+}
+
+func (x *GetConsistencyProofResponse) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+type ExportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRequest) Reset() {
+	*x = ExportRequest{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRequest) ProtoMessage() {}
+
+func (x *ExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
+func (*ExportRequest) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{14}
+}
+
+type ExportResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next bytes of the export; their concatenation, in order, is the
+	// alp-ledger-export/v1 document (JSON Lines).
+	Chunk []byte `protobuf:"bytes,1,opt,name=chunk" json:"chunk,omitempty"`
+	// The checkpoint the export carries, in the first message only.
+	Checkpoint    *Checkpoint `protobuf:"bytes,2,opt,name=checkpoint" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportResponse) Reset() {
+	*x = ExportResponse{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportResponse) ProtoMessage() {}
+
+func (x *ExportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
+func (*ExportResponse) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ExportResponse) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *ExportResponse) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
 var File_alp_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_alp_ledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
-	"\x1aalp/ledger/v1/ledger.proto\x12\ralp.ledger.v1\x1a\x15alp/v1/envelope.proto\";\n" +
+	"\x1aalp/ledger/v1/ledger.proto\x12\ralp.ledger.v1\x1a\x15alp/v1/envelope.proto\x1a\x13alp/v1/events.proto\x1a\x1fgoogle/protobuf/timestamp.proto\";\n" +
 	"\vPingRequest\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\"l\n" +
 	"\fPingResponse\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x14\n" +
-	"\x05ready\x18\x03 \x01(\bR\x05ready2P\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready\"`\n" +
+	"\n" +
+	"Checkpoint\x12\x12\n" +
+	"\x04note\x18\x01 \x01(\fR\x04note\x12\x16\n" +
+	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x12\n" +
+	"\x04root\x18\x04 \x01(\fR\x04root\"\x99\x02\n" +
+	"\tPublicKey\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
+	"\fverifier_key\x18\x03 \x01(\tR\vverifierKey\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x04 \x01(\fR\tpublicKey\x12&\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x10.alp.v1.KeyStateR\x05state\x124\n" +
+	"\acreated\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x12A\n" +
+	"\x0ecompromised_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\rcompromisedAt\"\x10\n" +
+	"\x0eGetHeadRequest\"\xc7\x01\n" +
+	"\x0fGetHeadResponse\x12\x16\n" +
+	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x12\n" +
+	"\x04root\x18\x03 \x01(\fR\x04root\x129\n" +
+	"\n" +
+	"checkpoint\x18\x04 \x01(\v2\x19.alp.ledger.v1.CheckpointR\n" +
+	"checkpoint\x129\n" +
+	"\vpublic_keys\x18\x05 \x03(\v2\x18.alp.ledger.v1.PublicKeyR\n" +
+	"publicKeys\"5\n" +
+	"\aOpening\x12\x12\n" +
+	"\x04salt\x18\x01 \x01(\fR\x04salt\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\fR\x06digest\"\xc8\x01\n" +
+	"\x05Entry\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04leaf\x18\x02 \x01(\fR\x04leaf\x12\x1b\n" +
+	"\tleaf_hash\x18\x03 \x01(\fR\bleafHash\x12.\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x120\n" +
+	"\aopening\x18\x05 \x01(\v2\x16.alp.ledger.v1.OpeningR\aopening\x12\x16\n" +
+	"\x06erased\x18\x06 \x01(\bR\x06erased\"I\n" +
+	"\x12ListEntriesRequest\x12\x1d\n" +
+	"\n" +
+	"from_index\x18\x01 \x01(\x04R\tfromIndex\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xb3\x01\n" +
+	"\x13ListEntriesResponse\x12.\n" +
+	"\aentries\x18\x01 \x03(\v2\x14.alp.ledger.v1.EntryR\aentries\x12\x1d\n" +
+	"\n" +
+	"next_index\x18\x02 \x01(\x04R\tnextIndex\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x129\n" +
+	"\n" +
+	"checkpoint\x18\x04 \x01(\v2\x19.alp.ledger.v1.CheckpointR\n" +
+	"checkpoint\"M\n" +
+	"\x18GetInclusionProofRequest\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x1b\n" +
+	"\ttree_size\x18\x02 \x01(\x04R\btreeSize\"\xd0\x01\n" +
+	"\x19GetInclusionProofResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x1b\n" +
+	"\ttree_size\x18\x02 \x01(\x04R\btreeSize\x12\x1b\n" +
+	"\tleaf_hash\x18\x03 \x01(\fR\bleafHash\x12\x14\n" +
+	"\x05proof\x18\x04 \x03(\fR\x05proof\x12\x12\n" +
+	"\x04root\x18\x05 \x01(\fR\x04root\x129\n" +
+	"\n" +
+	"checkpoint\x18\x06 \x01(\v2\x19.alp.ledger.v1.CheckpointR\n" +
+	"checkpoint\"r\n" +
+	"\x1aGetConsistencyProofRequest\x12\x1b\n" +
+	"\tfrom_size\x18\x01 \x01(\x04R\bfromSize\x12\x17\n" +
+	"\ato_size\x18\x02 \x01(\x04R\x06toSize\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x03 \x01(\fR\n" +
+	"checkpoint\"\xda\x01\n" +
+	"\x1bGetConsistencyProofResponse\x12\x1b\n" +
+	"\tfrom_size\x18\x01 \x01(\x04R\bfromSize\x12\x17\n" +
+	"\ato_size\x18\x02 \x01(\x04R\x06toSize\x12\x14\n" +
+	"\x05proof\x18\x03 \x03(\fR\x05proof\x12\x1b\n" +
+	"\tfrom_root\x18\x04 \x01(\fR\bfromRoot\x12\x17\n" +
+	"\ato_root\x18\x05 \x01(\fR\x06toRoot\x129\n" +
+	"\n" +
+	"checkpoint\x18\x06 \x01(\v2\x19.alp.ledger.v1.CheckpointR\n" +
+	"checkpoint\"\x0f\n" +
+	"\rExportRequest\"a\n" +
+	"\x0eExportResponse\x12\x14\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk\x129\n" +
+	"\n" +
+	"checkpoint\x18\x02 \x01(\v2\x19.alp.ledger.v1.CheckpointR\n" +
+	"checkpoint2\x8f\x04\n" +
 	"\rLedgerService\x12?\n" +
-	"\x04Ping\x12\x1a.alp.ledger.v1.PingRequest\x1a\x1b.alp.ledger.v1.PingResponseB\xb4\x01\n" +
+	"\x04Ping\x12\x1a.alp.ledger.v1.PingRequest\x1a\x1b.alp.ledger.v1.PingResponse\x12H\n" +
+	"\aGetHead\x12\x1d.alp.ledger.v1.GetHeadRequest\x1a\x1e.alp.ledger.v1.GetHeadResponse\x12T\n" +
+	"\vListEntries\x12!.alp.ledger.v1.ListEntriesRequest\x1a\".alp.ledger.v1.ListEntriesResponse\x12f\n" +
+	"\x11GetInclusionProof\x12'.alp.ledger.v1.GetInclusionProofRequest\x1a(.alp.ledger.v1.GetInclusionProofResponse\x12l\n" +
+	"\x13GetConsistencyProof\x12).alp.ledger.v1.GetConsistencyProofRequest\x1a*.alp.ledger.v1.GetConsistencyProofResponse\x12G\n" +
+	"\x06Export\x12\x1c.alp.ledger.v1.ExportRequest\x1a\x1d.alp.ledger.v1.ExportResponse0\x01B\xb4\x01\n" +
 	"\x11com.alp.ledger.v1B\vLedgerProtoP\x01Z7github.com/alpd-project/alpd/gen/alp/ledger/v1;ledgerv1\xa2\x02\x03ALX\xaa\x02\rAlp.Ledger.V1\xca\x02\rAlp\\Ledger\\V1\xe2\x02\x19Alp\\Ledger\\V1\\GPBMetadata\xea\x02\x0fAlp::Ledger::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
 var (
@@ -153,22 +1175,60 @@ func file_alp_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_alp_ledger_v1_ledger_proto_rawDescData
 }
 
-var file_alp_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_alp_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_alp_ledger_v1_ledger_proto_goTypes = []any{
-	(*PingRequest)(nil),  // 0: alp.ledger.v1.PingRequest
-	(*PingResponse)(nil), // 1: alp.ledger.v1.PingResponse
-	(*v1.Envelope)(nil),  // 2: alp.v1.Envelope
+	(*PingRequest)(nil),                 // 0: alp.ledger.v1.PingRequest
+	(*PingResponse)(nil),                // 1: alp.ledger.v1.PingResponse
+	(*Checkpoint)(nil),                  // 2: alp.ledger.v1.Checkpoint
+	(*PublicKey)(nil),                   // 3: alp.ledger.v1.PublicKey
+	(*GetHeadRequest)(nil),              // 4: alp.ledger.v1.GetHeadRequest
+	(*GetHeadResponse)(nil),             // 5: alp.ledger.v1.GetHeadResponse
+	(*Opening)(nil),                     // 6: alp.ledger.v1.Opening
+	(*Entry)(nil),                       // 7: alp.ledger.v1.Entry
+	(*ListEntriesRequest)(nil),          // 8: alp.ledger.v1.ListEntriesRequest
+	(*ListEntriesResponse)(nil),         // 9: alp.ledger.v1.ListEntriesResponse
+	(*GetInclusionProofRequest)(nil),    // 10: alp.ledger.v1.GetInclusionProofRequest
+	(*GetInclusionProofResponse)(nil),   // 11: alp.ledger.v1.GetInclusionProofResponse
+	(*GetConsistencyProofRequest)(nil),  // 12: alp.ledger.v1.GetConsistencyProofRequest
+	(*GetConsistencyProofResponse)(nil), // 13: alp.ledger.v1.GetConsistencyProofResponse
+	(*ExportRequest)(nil),               // 14: alp.ledger.v1.ExportRequest
+	(*ExportResponse)(nil),              // 15: alp.ledger.v1.ExportResponse
+	(*v1.Envelope)(nil),                 // 16: alp.v1.Envelope
+	(v1.KeyState)(0),                    // 17: alp.v1.KeyState
+	(*timestamppb.Timestamp)(nil),       // 18: google.protobuf.Timestamp
 }
 var file_alp_ledger_v1_ledger_proto_depIdxs = []int32{
-	2, // 0: alp.ledger.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
-	2, // 1: alp.ledger.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
-	0, // 2: alp.ledger.v1.LedgerService.Ping:input_type -> alp.ledger.v1.PingRequest
-	1, // 3: alp.ledger.v1.LedgerService.Ping:output_type -> alp.ledger.v1.PingResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	16, // 0: alp.ledger.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
+	16, // 1: alp.ledger.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
+	17, // 2: alp.ledger.v1.PublicKey.state:type_name -> alp.v1.KeyState
+	18, // 3: alp.ledger.v1.PublicKey.created:type_name -> google.protobuf.Timestamp
+	18, // 4: alp.ledger.v1.PublicKey.compromised_at:type_name -> google.protobuf.Timestamp
+	2,  // 5: alp.ledger.v1.GetHeadResponse.checkpoint:type_name -> alp.ledger.v1.Checkpoint
+	3,  // 6: alp.ledger.v1.GetHeadResponse.public_keys:type_name -> alp.ledger.v1.PublicKey
+	18, // 7: alp.ledger.v1.Entry.time:type_name -> google.protobuf.Timestamp
+	6,  // 8: alp.ledger.v1.Entry.opening:type_name -> alp.ledger.v1.Opening
+	7,  // 9: alp.ledger.v1.ListEntriesResponse.entries:type_name -> alp.ledger.v1.Entry
+	2,  // 10: alp.ledger.v1.ListEntriesResponse.checkpoint:type_name -> alp.ledger.v1.Checkpoint
+	2,  // 11: alp.ledger.v1.GetInclusionProofResponse.checkpoint:type_name -> alp.ledger.v1.Checkpoint
+	2,  // 12: alp.ledger.v1.GetConsistencyProofResponse.checkpoint:type_name -> alp.ledger.v1.Checkpoint
+	2,  // 13: alp.ledger.v1.ExportResponse.checkpoint:type_name -> alp.ledger.v1.Checkpoint
+	0,  // 14: alp.ledger.v1.LedgerService.Ping:input_type -> alp.ledger.v1.PingRequest
+	4,  // 15: alp.ledger.v1.LedgerService.GetHead:input_type -> alp.ledger.v1.GetHeadRequest
+	8,  // 16: alp.ledger.v1.LedgerService.ListEntries:input_type -> alp.ledger.v1.ListEntriesRequest
+	10, // 17: alp.ledger.v1.LedgerService.GetInclusionProof:input_type -> alp.ledger.v1.GetInclusionProofRequest
+	12, // 18: alp.ledger.v1.LedgerService.GetConsistencyProof:input_type -> alp.ledger.v1.GetConsistencyProofRequest
+	14, // 19: alp.ledger.v1.LedgerService.Export:input_type -> alp.ledger.v1.ExportRequest
+	1,  // 20: alp.ledger.v1.LedgerService.Ping:output_type -> alp.ledger.v1.PingResponse
+	5,  // 21: alp.ledger.v1.LedgerService.GetHead:output_type -> alp.ledger.v1.GetHeadResponse
+	9,  // 22: alp.ledger.v1.LedgerService.ListEntries:output_type -> alp.ledger.v1.ListEntriesResponse
+	11, // 23: alp.ledger.v1.LedgerService.GetInclusionProof:output_type -> alp.ledger.v1.GetInclusionProofResponse
+	13, // 24: alp.ledger.v1.LedgerService.GetConsistencyProof:output_type -> alp.ledger.v1.GetConsistencyProofResponse
+	15, // 25: alp.ledger.v1.LedgerService.Export:output_type -> alp.ledger.v1.ExportResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_alp_ledger_v1_ledger_proto_init() }
@@ -182,7 +1242,7 @@ func file_alp_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_ledger_v1_ledger_proto_rawDesc), len(file_alp_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

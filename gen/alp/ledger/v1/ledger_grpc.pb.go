@@ -19,7 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LedgerService_Ping_FullMethodName = "/alp.ledger.v1.LedgerService/Ping"
+	LedgerService_Ping_FullMethodName                = "/alp.ledger.v1.LedgerService/Ping"
+	LedgerService_GetHead_FullMethodName             = "/alp.ledger.v1.LedgerService/GetHead"
+	LedgerService_ListEntries_FullMethodName         = "/alp.ledger.v1.LedgerService/ListEntries"
+	LedgerService_GetInclusionProof_FullMethodName   = "/alp.ledger.v1.LedgerService/GetInclusionProof"
+	LedgerService_GetConsistencyProof_FullMethodName = "/alp.ledger.v1.LedgerService/GetConsistencyProof"
+	LedgerService_Export_FullMethodName              = "/alp.ledger.v1.LedgerService/Export"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -28,10 +33,32 @@ const (
 //
 // LedgerService is the gRPC API of the ledger service. Health is the standard
 // grpc.health.v1 service served beside it.
+//
+// The read methods (GetHead … Export) read one person's ledger: the person
+// whose credential is in the call's "authorization" metadata ("Bearer
+// <access token or personal access token>", scope alp.read). The caller's
+// service role (mTLS in split mode) only decides who may make the call; whose
+// ledger is read always comes from the person's credential, never from the
+// request. Every answer carries the log's latest signed checkpoint.
 type LedgerServiceClient interface {
 	// Ping passes an envelope through the service: the service appends its NMP
 	// trace entry and answers with its readiness.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
+	// GetHead is where the person's log stands: size, root, the latest signed
+	// checkpoint and the keys that verify it.
+	GetHead(ctx context.Context, in *GetHeadRequest, opts ...grpc.CallOption) (*GetHeadResponse, error)
+	// ListEntries returns a page of the log's entries in index order.
+	ListEntries(ctx context.Context, in *ListEntriesRequest, opts ...grpc.CallOption) (*ListEntriesResponse, error)
+	// GetInclusionProof proves that an entry is in the tree of a given size
+	// (by default the latest checkpoint's).
+	GetInclusionProof(ctx context.Context, in *GetInclusionProofRequest, opts ...grpc.CallOption) (*GetInclusionProofResponse, error)
+	// GetConsistencyProof proves that an older tree (a size, or a checkpoint
+	// the reader holds) is a prefix of a newer one (by default the latest
+	// checkpoint's).
+	GetConsistencyProof(ctx context.Context, in *GetConsistencyProofRequest, opts ...grpc.CallOption) (*GetConsistencyProofResponse, error)
+	// Export streams the whole log as an alp-ledger-export/v1 document (JSON
+	// Lines), what `alpctl ledger verify` reads.
+	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error)
 }
 
 type ledgerServiceClient struct {
@@ -52,16 +79,97 @@ func (c *ledgerServiceClient) Ping(ctx context.Context, in *PingRequest, opts ..
 	return out, nil
 }
 
+func (c *ledgerServiceClient) GetHead(ctx context.Context, in *GetHeadRequest, opts ...grpc.CallOption) (*GetHeadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetHeadResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetHead_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) ListEntries(ctx context.Context, in *ListEntriesRequest, opts ...grpc.CallOption) (*ListEntriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEntriesResponse)
+	err := c.cc.Invoke(ctx, LedgerService_ListEntries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) GetInclusionProof(ctx context.Context, in *GetInclusionProofRequest, opts ...grpc.CallOption) (*GetInclusionProofResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetInclusionProofResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetInclusionProof_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) GetConsistencyProof(ctx context.Context, in *GetConsistencyProofRequest, opts ...grpc.CallOption) (*GetConsistencyProofResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConsistencyProofResponse)
+	err := c.cc.Invoke(ctx, LedgerService_GetConsistencyProof_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LedgerService_ServiceDesc.Streams[0], LedgerService_Export_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportRequest, ExportResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LedgerService_ExportClient = grpc.ServerStreamingClient[ExportResponse]
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
 //
 // LedgerService is the gRPC API of the ledger service. Health is the standard
 // grpc.health.v1 service served beside it.
+//
+// The read methods (GetHead … Export) read one person's ledger: the person
+// whose credential is in the call's "authorization" metadata ("Bearer
+// <access token or personal access token>", scope alp.read). The caller's
+// service role (mTLS in split mode) only decides who may make the call; whose
+// ledger is read always comes from the person's credential, never from the
+// request. Every answer carries the log's latest signed checkpoint.
 type LedgerServiceServer interface {
 	// Ping passes an envelope through the service: the service appends its NMP
 	// trace entry and answers with its readiness.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
+	// GetHead is where the person's log stands: size, root, the latest signed
+	// checkpoint and the keys that verify it.
+	GetHead(context.Context, *GetHeadRequest) (*GetHeadResponse, error)
+	// ListEntries returns a page of the log's entries in index order.
+	ListEntries(context.Context, *ListEntriesRequest) (*ListEntriesResponse, error)
+	// GetInclusionProof proves that an entry is in the tree of a given size
+	// (by default the latest checkpoint's).
+	GetInclusionProof(context.Context, *GetInclusionProofRequest) (*GetInclusionProofResponse, error)
+	// GetConsistencyProof proves that an older tree (a size, or a checkpoint
+	// the reader holds) is a prefix of a newer one (by default the latest
+	// checkpoint's).
+	GetConsistencyProof(context.Context, *GetConsistencyProofRequest) (*GetConsistencyProofResponse, error)
+	// Export streams the whole log as an alp-ledger-export/v1 document (JSON
+	// Lines), what `alpctl ledger verify` reads.
+	Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -74,6 +182,21 @@ type UnimplementedLedgerServiceServer struct{}
 
 func (UnimplementedLedgerServiceServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Ping not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetHead(context.Context, *GetHeadRequest) (*GetHeadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetHead not implemented")
+}
+func (UnimplementedLedgerServiceServer) ListEntries(context.Context, *ListEntriesRequest) (*ListEntriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEntries not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetInclusionProof(context.Context, *GetInclusionProofRequest) (*GetInclusionProofResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetInclusionProof not implemented")
+}
+func (UnimplementedLedgerServiceServer) GetConsistencyProof(context.Context, *GetConsistencyProofRequest) (*GetConsistencyProofResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConsistencyProof not implemented")
+}
+func (UnimplementedLedgerServiceServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error {
+	return status.Error(codes.Unimplemented, "method Export not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -114,6 +237,89 @@ func _LedgerService_Ping_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LedgerService_GetHead_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetHeadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetHead(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetHead_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetHead(ctx, req.(*GetHeadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_ListEntries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEntriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).ListEntries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_ListEntries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).ListEntries(ctx, req.(*ListEntriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_GetInclusionProof_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetInclusionProofRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetInclusionProof(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetInclusionProof_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetInclusionProof(ctx, req.(*GetInclusionProofRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_GetConsistencyProof_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConsistencyProofRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).GetConsistencyProof(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_GetConsistencyProof_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).GetConsistencyProof(ctx, req.(*GetConsistencyProofRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_Export_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(LedgerServiceServer).Export(m, &grpc.GenericServerStream[ExportRequest, ExportResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LedgerService_ExportServer = grpc.ServerStreamingServer[ExportResponse]
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -125,7 +331,29 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Ping",
 			Handler:    _LedgerService_Ping_Handler,
 		},
+		{
+			MethodName: "GetHead",
+			Handler:    _LedgerService_GetHead_Handler,
+		},
+		{
+			MethodName: "ListEntries",
+			Handler:    _LedgerService_ListEntries_Handler,
+		},
+		{
+			MethodName: "GetInclusionProof",
+			Handler:    _LedgerService_GetInclusionProof_Handler,
+		},
+		{
+			MethodName: "GetConsistencyProof",
+			Handler:    _LedgerService_GetConsistencyProof_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Export",
+			Handler:       _LedgerService_Export_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "alp/ledger/v1/ledger.proto",
 }

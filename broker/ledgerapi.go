@@ -1,0 +1,74 @@
+package broker
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/oauthas"
+	"github.com/alpd-project/alpd/internal/service"
+	"github.com/alpd-project/alpd/internal/signin"
+	"github.com/alpd-project/alpd/services/ingress"
+	"github.com/alpd-project/alpd/services/ledger"
+)
+
+// serveLedgerAPI starts the local ledger's person-facing read API (if the
+// ledger runs here) with the same token checks as ingress (ingress's own
+// when it runs here too), and with identity's web sessions when identity
+// runs in this process. In split mode the ledger's processes follow
+// identity themselves and accept bearer tokens only.
+func (b *Broker) serveLedgerAPI(ctx context.Context, svcs []service.Service) {
+	for _, s := range svcs {
+		l, ok := s.(*ledger.Service)
+		if !ok {
+			continue
+		}
+		issuers := map[string]string{}
+		for _, t := range b.cfg.Tenants {
+			issuers[t] = oauthas.IssuerURL(b.publicURL(), t)
+		}
+		o := ledger.APIOptions{Issuers: issuers, Resource: b.publicURL(),
+			ResourceMetadataURL: b.publicURL() + oauthas.WellKnownResource}
+		if b.Runs("identity") {
+			o.Sessions = identitySessions{b}
+		}
+		if b.ingress != nil {
+			o.Auth = ingressAuth{b.ingress}
+		}
+		l.ServeAPI(ctx, o)
+	}
+}
+
+// ledgerAPI is the local ledger's read API, nil before Started or when the
+// ledger runs elsewhere.
+func (b *Broker) ledgerAPI() http.Handler {
+	b.mu.Lock()
+	svcs := b.services
+	b.mu.Unlock()
+	for _, s := range svcs {
+		if l, ok := s.(*ledger.Service); ok {
+			return l.APIHandler()
+		}
+	}
+	return nil
+}
+
+// ingressAuth checks tokens with ingress's authenticator, which changes
+// once ingress's identity projection is open.
+type ingressAuth struct{ in *ingress.Service }
+
+func (a ingressAuth) Authenticate(ctx context.Context, authorization string, scopes ...string) (agentauth.Principal, error) {
+	return a.in.Authenticator().Authenticate(ctx, authorization, scopes...)
+}
+
+// identitySessions reads people's web sessions through the local identity
+// service's sign-in (none without IdPs: no session then).
+type identitySessions struct{ b *Broker }
+
+func (s identitySessions) Session(r *http.Request) (*signin.Session, error) {
+	id := s.b.Identity()
+	if id == nil || id.SignIn() == nil {
+		return nil, signin.ErrNoSession
+	}
+	return id.SignIn().Session(r)
+}

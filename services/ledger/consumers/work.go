@@ -1,0 +1,83 @@
+// Package consumers turns the events the ledger follows into leaves of the
+// persons' logs: the partitioned work queue that feeds the writers, and the
+// writer that handles each event.
+//
+// # One writer per log
+//
+// The ledger's work queue <NS>_LEDGER_WORK is a WorkQueue stream sourced
+// from the streams the ledger reads (send requests; identity's erasures).
+// Each source carries a subject transform that appends the person's
+// partition as a last token, computed by NATS itself with the
+// partition(n, tenant, person) mapping (FNV-1a of the two tokens, modulo
+// n):
+//
+//	alp.send.<tenant>.<person>.<envelope>   → alp.send.<tenant>.<person>.<envelope>.<p>
+//	alp.identity.<tenant>.erasure.<person>  → alp.identity.<tenant>.erasure.<person>.<p>
+//
+// Partition p has one durable consumer, <NS>_LEDGER_P<p>, filtering on the
+// two subjects ending in .<p>, so every event of one person goes through
+// one consumer, in stream order, and events of different persons are
+// written in parallel. Replicas of the ledger share the consumers; the
+// appends themselves never fork a log whoever makes them (jsstore), so
+// sharing costs at most counted conflicts, never correctness.
+//
+// The original subject stays a prefix of the queued one, so the bus's
+// producer check (streams.CheckProducer, by the subject's second token)
+// works unchanged. The person's events keep their stream order within a
+// partition when one worker handles it; with several workers (Options of
+// the service) they are appended in the order they finish, each entry
+// carrying its own time.
+//
+// Changing the number of partitions re-partitions new events only: change
+// it while the queue is empty (the ledger's consumer lag is 0).
+package consumers
+
+import (
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/streams"
+)
+
+// WorkStreamConfig is the configuration of the ledger's partitioned work
+// queue for n partitions.
+func WorkStreamConfig(b *bus.Bus, tenants []string, l streams.Limits, n int) jetstream.StreamConfig {
+	def, _ := streams.ByName(streams.LedgerWork)
+	cfg := b.Config(def.Spec(tenants, l))
+	partition := fmt.Sprintf("{{partition(%d,1,2)}}", n)
+	cfg.Sources = []*jetstream.StreamSource{
+		{Name: b.StreamName(streams.Identity), SubjectTransforms: []jetstream.SubjectTransformConfig{{
+			Source:      "alp.identity.*.erasure.*",
+			Destination: "alp.identity.{{wildcard(1)}}.erasure.{{wildcard(2)}}." + partition,
+		}}},
+		{Name: b.StreamName(streams.Send), SubjectTransforms: []jetstream.SubjectTransformConfig{{
+			Source:      "alp.send.*.*.*",
+			Destination: "alp.send.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}." + partition,
+		}}},
+	}
+	return cfg
+}
+
+// Filters are the subjects of partition p in the work queue.
+func Filters(p int) []string {
+	return []string{
+		fmt.Sprintf("alp.send.*.*.*.%d", p),
+		fmt.Sprintf("alp.identity.*.erasure.*.%d", p),
+	}
+}
+
+// Partition is the partition of a person among n, as NATS computes it for
+// the work queue (FNV-1a 32 of tenant token and person id, modulo n).
+func Partition(tenant, person string, n int) int {
+	const offset, prime = 2166136261, 16777619
+	h := uint32(offset)
+	for _, s := range []string{bus.TenantToken(tenant), person} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint32(s[i])
+			h *= prime
+		}
+	}
+	return int(h % uint32(n))
+}

@@ -1,0 +1,354 @@
+// Package secrets keeps one random secret per person's ledger, in an
+// erasable KV bucket, and derives from it what makes the person's ledger
+// commitments openable: the salt of each entry and the key that seals each
+// entry's opening.
+//
+// Why: a ledger leaf is kept forever (the ledger stream denies deletes and
+// purges, and a Merkle log cannot drop a leaf without breaking every later
+// root). So a leaf holds only a salted commitment to the envelope's digest.
+// Whoever knows the salt and the digest can open it; nobody else can test a
+// guess against it. Both come from this secret: the salt is derived from it,
+// and the digest is stored on the stream sealed under a key derived from it.
+// Erasing a person purges the secret, and from then on no opening of theirs
+// can be computed or decrypted, while their log still verifies.
+//
+// Storage mirrors internal/seal: the bucket (<NS>_LEDGERSECRETS, one value
+// per key, no history) holds under "<tenant>.<person>" the secret wrapped by
+// the tenant's DATA key from the KeyStore (never plain), bound to tenant,
+// person and version by the wrap's additional data. The first writer wins
+// (KV Create); a replica that loses the race uses the winner's secret.
+// Erase purges the key and writes a tombstone in its place, so no replica
+// can create a new secret afterwards. Cached secrets expire after a TTL
+// (default 30 s), which bounds how late another replica sees an erasure;
+// the same limits on disk remnants as internal/seal apply (the remnants are
+// wrapped by the tenant's DATA key, which never reaches NATS).
+package secrets
+
+import (
+	"container/list"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/seal"
+)
+
+var (
+	// ErrErased: the person's ledger secret was erased; their openings are
+	// unreadable and no new one can be made.
+	ErrErased = errors.New("ledger secret erased")
+	// ErrNoSecret: the person has no ledger secret (nothing committed yet).
+	ErrNoSecret = errors.New("no ledger secret")
+	// ErrOpening: a sealed opening does not authenticate (modified, or
+	// bound to another entry).
+	ErrOpening = errors.New("sealed opening does not authenticate")
+)
+
+const (
+	version     = 1
+	entryFormat = 1
+	secretSize  = 32
+	nonceSize   = 12
+	retries     = 5
+)
+
+// BucketConfig is the configuration of the secrets bucket named name: one
+// value per key, no history (a purge leaves nothing readable), no TTL.
+func BucketConfig(name string) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      name,
+		Description: "alpd per-person ledger secrets (salts and openings), wrapped by the tenant's DATA key; purged on erasure",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	}
+}
+
+// Options tune the cache.
+type Options struct {
+	// CacheTTL bounds how long a secret is used without reading the bucket
+	// again (default 30 s; negative disables the cache).
+	CacheTTL time.Duration
+	// CacheSize bounds the number of cached persons (default 4096).
+	CacheSize int
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// Store gets, creates and erases ledger secrets. Safe for concurrent use;
+// several Stores (replicas) may share one bucket.
+type Store struct {
+	kv   jetstream.KeyValue
+	ks   keystore.KeyStore
+	opts Options
+
+	mu    sync.Mutex
+	cache map[string]*list.Element
+	lru   *list.List
+}
+
+type cached struct {
+	id      string
+	secret  *Secret // nil when erased
+	expires time.Time
+}
+
+// New returns a Store on kv (configured with BucketConfig) wrapping secrets
+// with the tenants' DATA keys in ks.
+func New(kv jetstream.KeyValue, ks keystore.KeyStore, o Options) *Store {
+	if o.CacheTTL == 0 {
+		o.CacheTTL = 30 * time.Second
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = 4096
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Store{kv: kv, ks: ks, opts: o, cache: map[string]*list.Element{}, lru: list.New()}
+}
+
+// Secret is one person's ledger secret with its derived keys.
+type Secret struct {
+	tenant, person string
+	saltKey        []byte
+	opening        cipher.AEAD
+}
+
+type entry struct {
+	Format   int       `json:"format"`
+	Version  uint32    `json:"version,omitempty"`
+	Wrapped  []byte    `json:"wrapped,omitempty"`
+	Created  time.Time `json:"created,omitzero"`
+	Erased   bool      `json:"erased,omitempty"`
+	ErasedAt time.Time `json:"erased_at,omitzero"`
+}
+
+func key(tenant, person string) string { return tenant + "." + person }
+
+func validate(tenant, person string) error {
+	if err := keystore.ValidateTenant(tenant); err != nil {
+		return fmt.Errorf("ledger secrets: %w", err)
+	}
+	if err := seal.ValidatePersonID(person); err != nil {
+		return fmt.Errorf("ledger secrets: %w", err)
+	}
+	return nil
+}
+
+func lp(b []byte, parts ...[]byte) []byte {
+	for _, p := range parts {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+		b = append(b, p...)
+	}
+	return b
+}
+
+func wrapAAD(tenant, person string, v uint32) []byte {
+	return binary.BigEndian.AppendUint32(lp(nil, []byte("alp-ledger/secret/v1"), []byte(tenant), []byte(person)), v)
+}
+
+// Get returns the person's secret, creating it when create is set and the
+// person has none. ErrErased after erasure; ErrNoSecret when there is none
+// and create is not set.
+func (s *Store) Get(ctx context.Context, tenant, person string, create bool) (*Secret, error) {
+	if err := validate(tenant, person); err != nil {
+		return nil, err
+	}
+	id := key(tenant, person)
+	if c, ok := s.cached(id); ok {
+		if c.secret == nil {
+			return nil, fmt.Errorf("ledger secrets: %s/%s: %w", tenant, person, ErrErased)
+		}
+		return c.secret, nil
+	}
+	for range retries {
+		e, err := s.kv.Get(ctx, id)
+		switch {
+		case err == nil:
+			return s.load(ctx, tenant, person, e.Value())
+		case !errors.Is(err, jetstream.ErrKeyNotFound):
+			return nil, fmt.Errorf("ledger secrets: read %s/%s: %w", tenant, person, err)
+		case !create:
+			return nil, fmt.Errorf("ledger secrets: %s/%s: %w", tenant, person, ErrNoSecret)
+		}
+		sec, err := s.create(ctx, tenant, person)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue // another replica made it first: use theirs
+		}
+		return sec, err
+	}
+	return nil, fmt.Errorf("ledger secrets: %s/%s kept changing while being read", tenant, person)
+}
+
+func (s *Store) load(ctx context.Context, tenant, person string, value []byte) (*Secret, error) {
+	var e entry
+	if err := json.Unmarshal(value, &e); err != nil || e.Format != entryFormat {
+		return nil, fmt.Errorf("ledger secrets: %s/%s: bad stored value", tenant, person)
+	}
+	if e.Erased {
+		s.put(&cached{id: key(tenant, person)})
+		return nil, fmt.Errorf("ledger secrets: %s/%s: %w", tenant, person, ErrErased)
+	}
+	raw, err := s.ks.Unwrap(ctx, tenant, alpv1.KeyPurpose_KEY_PURPOSE_DATA, e.Wrapped, wrapAAD(tenant, person, e.Version))
+	if err != nil {
+		return nil, fmt.Errorf("ledger secrets: unwrap %s/%s: %w", tenant, person, err)
+	}
+	defer clear(raw)
+	if len(raw) != secretSize {
+		return nil, fmt.Errorf("ledger secrets: %s/%s: secret of %d bytes", tenant, person, len(raw))
+	}
+	sec := derive(tenant, person, raw)
+	s.put(&cached{id: key(tenant, person), secret: sec})
+	return sec, nil
+}
+
+func (s *Store) create(ctx context.Context, tenant, person string) (*Secret, error) {
+	raw := make([]byte, secretSize)
+	rand.Read(raw)
+	defer clear(raw)
+	wrapped, err := s.ks.Wrap(ctx, tenant, alpv1.KeyPurpose_KEY_PURPOSE_DATA, raw, wrapAAD(tenant, person, version))
+	if err != nil {
+		return nil, fmt.Errorf("ledger secrets: wrap new secret of %s/%s: %w", tenant, person, err)
+	}
+	value, _ := json.Marshal(entry{Format: entryFormat, Version: version, Wrapped: wrapped, Created: s.opts.Now().UTC()})
+	if _, err := s.kv.Create(ctx, key(tenant, person), value); err != nil {
+		return nil, fmt.Errorf("ledger secrets: store secret of %s/%s: %w", tenant, person, err)
+	}
+	sec := derive(tenant, person, raw)
+	s.put(&cached{id: key(tenant, person), secret: sec})
+	return sec, nil
+}
+
+// Erase purges the person's secret and leaves a tombstone, so no replica
+// creates a new one. Idempotent; also works for a person without a secret.
+func (s *Store) Erase(ctx context.Context, tenant, person string) error {
+	if err := validate(tenant, person); err != nil {
+		return err
+	}
+	id := key(tenant, person)
+	tomb, _ := json.Marshal(entry{Format: entryFormat, Erased: true, ErasedAt: s.opts.Now().UTC()})
+	for range retries {
+		if e, err := s.kv.Get(ctx, id); err == nil {
+			var cur entry
+			if json.Unmarshal(e.Value(), &cur) == nil && cur.Erased {
+				s.put(&cached{id: id})
+				return nil
+			}
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("ledger secrets: erase %s/%s: read: %w", tenant, person, err)
+		}
+		if err := s.kv.Purge(ctx, id); err != nil {
+			return fmt.Errorf("ledger secrets: erase %s/%s: purge: %w", tenant, person, err)
+		}
+		// Create succeeds only over the purge marker; a secret created
+		// elsewhere in between is purged on the next round.
+		if _, err := s.kv.Create(ctx, id, tomb); err == nil {
+			s.put(&cached{id: id})
+			return nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("ledger secrets: erase %s/%s: tombstone: %w", tenant, person, err)
+		}
+	}
+	return fmt.Errorf("ledger secrets: erase %s/%s: key kept changing", tenant, person)
+}
+
+func (s *Store) cached(id string) (*cached, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.cache[id]
+	if !ok {
+		return nil, false
+	}
+	c := el.Value.(*cached)
+	if c.secret != nil && !s.opts.Now().Before(c.expires) {
+		s.lru.Remove(el)
+		delete(s.cache, id)
+		return nil, false
+	}
+	s.lru.MoveToFront(el)
+	return c, true
+}
+
+func (s *Store) put(c *cached) {
+	if s.opts.CacheTTL < 0 || s.opts.CacheSize <= 0 {
+		return
+	}
+	c.expires = s.opts.Now().Add(s.opts.CacheTTL)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.cache[c.id]; ok {
+		if el.Value.(*cached).secret == nil {
+			s.lru.MoveToFront(el) // erasure is final
+			return
+		}
+		s.lru.Remove(el)
+	}
+	s.cache[c.id] = s.lru.PushFront(c)
+	for s.lru.Len() > s.opts.CacheSize {
+		old := s.lru.Back()
+		s.lru.Remove(old)
+		delete(s.cache, old.Value.(*cached).id)
+	}
+}
+
+func mac(k []byte, parts ...[]byte) []byte {
+	h := hmac.New(sha256.New, k)
+	h.Write(lp(nil, parts...))
+	return h.Sum(nil)
+}
+
+// derive splits the secret into independent keys (domain-separated HMACs),
+// so the salt key and the opening key never meet.
+func derive(tenant, person string, raw []byte) *Secret {
+	ok := mac(raw, []byte("alp-ledger/opening-key/v1"))
+	block, _ := aes.NewCipher(ok) // 32 bytes: AES-256
+	aead, _ := cipher.NewGCM(block)
+	return &Secret{tenant: tenant, person: person, saltKey: mac(raw, []byte("alp-ledger/salt-key/v1")), opening: aead}
+}
+
+func be64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+// Salt is the salt of the person's entry at index about envelopeID:
+// HMAC(secret, "salt" || envelope id || index), 32 bytes. It is
+// deterministic, so a retried append builds the very same leaf.
+func (s *Secret) Salt(envelopeID string, index uint64) []byte {
+	return mac(s.saltKey, []byte("salt"), []byte(envelopeID), be64(index))
+}
+
+func (s *Secret) openingAAD(envelopeID string, index uint64) []byte {
+	return lp(nil, []byte("alp-ledger/opening/v1"), []byte(s.tenant), []byte(s.person), []byte(envelopeID), be64(index))
+}
+
+// SealOpening encrypts digest (the committed envelope digest) for the
+// entry at index: AES-256-GCM, random nonce, bound to tenant, person,
+// envelope and index. The result is nonce || ciphertext.
+func (s *Secret) SealOpening(envelopeID string, index uint64, digest []byte) []byte {
+	nonce := make([]byte, nonceSize, nonceSize+len(digest)+s.opening.Overhead())
+	rand.Read(nonce)
+	return s.opening.Seal(nonce, nonce, digest, s.openingAAD(envelopeID, index))
+}
+
+// OpenOpening decrypts what SealOpening returned for the same entry.
+func (s *Secret) OpenOpening(envelopeID string, index uint64, sealed []byte) ([]byte, error) {
+	if len(sealed) < nonceSize+s.opening.Overhead() {
+		return nil, ErrOpening
+	}
+	d, err := s.opening.Open(nil, sealed[:nonceSize], sealed[nonceSize:], s.openingAAD(envelopeID, index))
+	if err != nil {
+		return nil, ErrOpening
+	}
+	return d, nil
+}
