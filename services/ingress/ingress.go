@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ingressv1 "github.com/alpd-project/alpd/gen/alp/ingress/v1"
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
@@ -233,6 +234,9 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 		hop.LowerTrust(sub.TrustCap, sub.TrustCapReason)
 	}
 	env.Tenant = snd.Tenant
+	// The broker's clock, not the agent's: the envelope digest both sides'
+	// ledgers commit to includes it.
+	env.Created = timestamppb.Now()
 	env.From = snd.Address
 	env.FromAgent = snd.AgentID
 	sealed, err := s.Sealer.Seal(ctx, snd.Tenant, snd.PersonID, env.GetBody(), []byte(env.Id))
