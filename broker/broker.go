@@ -74,6 +74,9 @@ type Config struct {
 	OpsLimits OpsLimits
 	// NLIP tunes the agents' NLIP endpoints (zero values: defaults).
 	NLIP nlipapi.Config
+	// Ledger tunes the ledger service (zero values: defaults; the broker
+	// sets the metrics registerer).
+	Ledger ledger.Options
 }
 
 // BusConfig tunes JetStream use; zero values take the bus defaults.
@@ -334,9 +337,9 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 	if b.Runs("ledger") {
 		// The ledger's metrics carry the broker label like the bus's.
-		svcs = append(svcs, ledger.New(deps, ledger.Options{
-			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"broker": b.cfg.Name}, b.deps.Registerer),
-		}))
+		lo := b.cfg.Ledger
+		lo.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"broker": b.cfg.Name}, b.deps.Registerer)
+		svcs = append(svcs, ledger.New(deps, lo))
 	}
 	if b.Runs("approvals") {
 		svcs = append(svcs, approvals.New(deps))

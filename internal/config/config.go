@@ -72,6 +72,7 @@ type Config struct {
 	Ops      Ops      `yaml:"ops"`
 	Identity Identity `yaml:"identity"`
 	NLIP     NLIP     `yaml:"nlip"`
+	Ledger   Ledger   `yaml:"ledger"`
 }
 
 // Broker names this broker and the domains it is home for.
@@ -213,6 +214,22 @@ type NLIP struct {
 	NMPHaltPercent int `yaml:"nmp_halt_percent"`
 }
 
+// Ledger tunes the per-person ledgers (docs/ledger.md).
+type Ledger struct {
+	// Workers per partition in this process.
+	Workers int `yaml:"workers"`
+	// MaxBatch bounds the leaves of one atomic append.
+	MaxBatch int `yaml:"max_batch"`
+	// MaxTrees bounds the persons' trees held in memory.
+	MaxTrees int `yaml:"max_trees"`
+	// CheckpointInterval is the longest delay between an append and its
+	// signed checkpoint; CheckpointEvery appends start a round early.
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+	CheckpointEvery    int           `yaml:"checkpoint_every"`
+	// SecretsCacheTTL bounds how late a replica sees another's erasure.
+	SecretsCacheTTL time.Duration `yaml:"secrets_cache_ttl"`
+}
+
 // Ops configures operator diagnostics (alpctl trace).
 type Ops struct {
 	Operators []Operator `yaml:"operators,omitempty"`
@@ -285,6 +302,8 @@ func Default() Config {
 			WSPerMinute: 1200, WSBurst: 40, WSIdleTimeout: 5 * time.Minute,
 			NMPHaltPercent: 95,
 		},
+		Ledger: Ledger{Workers: 2, MaxBatch: 500, MaxTrees: 4096, CheckpointInterval: 100 * time.Millisecond,
+			CheckpointEvery: 1000, SecretsCacheTTL: 30 * time.Second},
 		Identity: Identity{TestIdP: TestIdP{Listen: "127.0.0.1:0"}},
 		Bus: Bus{
 			Duplicates:  2 * time.Minute,

@@ -46,17 +46,39 @@ func Parse(data []byte, source string) (Config, error) {
 // time.Duration). Config's yaml tags must stay identical to these; a test
 // checks that a marshalled Config parses back unchanged.
 type fileConfig struct {
-	Broker   Broker   `yaml:"broker"`
-	DataDir  string   `yaml:"data_dir"`
-	HTTP     HTTP     `yaml:"http"`
-	NATS     NATS     `yaml:"nats"`
-	GRPC     GRPC     `yaml:"grpc"`
-	Keystore Keystore `yaml:"keystore"`
-	Log      Log      `yaml:"log"`
-	Bus      fileBus  `yaml:"bus"`
-	Ops      Ops      `yaml:"ops"`
-	Identity Identity `yaml:"identity"`
-	NLIP     fileNLIP `yaml:"nlip"`
+	Broker   Broker     `yaml:"broker"`
+	DataDir  string     `yaml:"data_dir"`
+	HTTP     HTTP       `yaml:"http"`
+	NATS     NATS       `yaml:"nats"`
+	GRPC     GRPC       `yaml:"grpc"`
+	Keystore Keystore   `yaml:"keystore"`
+	Log      Log        `yaml:"log"`
+	Bus      fileBus    `yaml:"bus"`
+	Ops      Ops        `yaml:"ops"`
+	Identity Identity   `yaml:"identity"`
+	NLIP     fileNLIP   `yaml:"nlip"`
+	Ledger   fileLedger `yaml:"ledger"`
+}
+
+type fileLedger struct {
+	Workers            int      `yaml:"workers"`
+	MaxBatch           int      `yaml:"max_batch"`
+	MaxTrees           int      `yaml:"max_trees"`
+	CheckpointInterval duration `yaml:"checkpoint_interval"`
+	CheckpointEvery    int      `yaml:"checkpoint_every"`
+	SecretsCacheTTL    duration `yaml:"secrets_cache_ttl"`
+}
+
+func (l Ledger) file() fileLedger {
+	return fileLedger{Workers: l.Workers, MaxBatch: l.MaxBatch, MaxTrees: l.MaxTrees,
+		CheckpointInterval: duration(l.CheckpointInterval), CheckpointEvery: l.CheckpointEvery,
+		SecretsCacheTTL: duration(l.SecretsCacheTTL)}
+}
+
+func (f fileLedger) config() Ledger {
+	return Ledger{Workers: f.Workers, MaxBatch: f.MaxBatch, MaxTrees: f.MaxTrees,
+		CheckpointInterval: time.Duration(f.CheckpointInterval), CheckpointEvery: f.CheckpointEvery,
+		SecretsCacheTTL: time.Duration(f.SecretsCacheTTL)}
 }
 
 type fileNLIP struct {
@@ -139,7 +161,7 @@ func toFile(c Config) fileConfig {
 	f := fileConfig{
 		Broker: c.Broker, DataDir: c.DataDir, HTTP: c.HTTP, NATS: c.NATS,
 		GRPC: c.GRPC, Keystore: c.Keystore, Log: c.Log, Ops: c.Ops, Identity: c.Identity,
-		NLIP: c.NLIP.file(),
+		NLIP: c.NLIP.file(), Ledger: c.Ledger.file(),
 		Bus: fileBus{
 			Duplicates:  duration(c.Bus.Duplicates),
 			EventMaxAge: duration(c.Bus.EventMaxAge),
@@ -164,7 +186,7 @@ func (f fileConfig) config() Config {
 	return Config{
 		Broker: f.Broker, DataDir: f.DataDir, HTTP: f.HTTP, NATS: f.NATS,
 		GRPC: f.GRPC, Keystore: f.Keystore, Log: f.Log, Ops: f.Ops, Identity: f.Identity,
-		NLIP: f.NLIP.config(),
+		NLIP: f.NLIP.config(), Ledger: f.Ledger.config(),
 		Bus: Bus{
 			Duplicates:  time.Duration(f.Bus.Duplicates),
 			EventMaxAge: time.Duration(f.Bus.EventMaxAge),

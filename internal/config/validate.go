@@ -214,6 +214,7 @@ func (c *Config) validate() []fieldError {
 		bad("ops.trace_per_minute", "%d is out of range 1 to 6000", c.Ops.TracePerMinute)
 	}
 	c.validateNLIP(bad)
+	c.validateLedger(bad)
 	if c.Ops.TraceBurst < 1 || c.Ops.TraceBurst > 100 {
 		bad("ops.trace_burst", "%d is out of range 1 to 100", c.Ops.TraceBurst)
 	}
@@ -499,5 +500,30 @@ func (c *Config) validateNLIP(bad func(path, format string, args ...any)) {
 		if _, err := path.Match(o, ""); err != nil || strings.TrimSpace(o) == "" || o == "*" {
 			bad(fmt.Sprintf("nlip.allowed_origins[%d]", i), "%q is not a host pattern (path.Match syntax; \"*\" alone would allow every site)", o)
 		}
+	}
+}
+
+// validateLedger checks the ledger section's ranges.
+func (c *Config) validateLedger(bad func(path, format string, args ...any)) {
+	l := c.Ledger
+	for _, f := range []struct {
+		path     string
+		v        int
+		min, max int
+	}{
+		{"ledger.workers", l.Workers, 1, 64},
+		{"ledger.max_batch", l.MaxBatch, 1, 10000},
+		{"ledger.max_trees", l.MaxTrees, 16, 10_000_000},
+		{"ledger.checkpoint_every", l.CheckpointEvery, 1, 1_000_000},
+	} {
+		if f.v < f.min || f.v > f.max {
+			bad(f.path, "%d is out of range %d to %d", f.v, f.min, f.max)
+		}
+	}
+	if l.CheckpointInterval < 10*time.Millisecond || l.CheckpointInterval > time.Minute {
+		bad("ledger.checkpoint_interval", "%s is out of range 10ms to 1m", fmtDuration(l.CheckpointInterval))
+	}
+	if l.SecretsCacheTTL < time.Second || l.SecretsCacheTTL > time.Hour {
+		bad("ledger.secrets_cache_ttl", "%s is out of range 1s to 1h", fmtDuration(l.SecretsCacheTTL))
 	}
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testidp"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
+	"github.com/alpd-project/alpd/services/ledger"
 )
 
 // KEKFileName is where a development key-encryption key is generated when
@@ -142,6 +143,9 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 			Burst: cfg.Ops.TraceBurst,
 		},
 		NLIP: nlipConfig(cfg.NLIP),
+		Ledger: ledger.Options{Workers: cfg.Ledger.Workers, MaxBatch: cfg.Ledger.MaxBatch, MaxTrees: cfg.Ledger.MaxTrees,
+			CheckpointInterval: cfg.Ledger.CheckpointInterval, CheckpointEvery: cfg.Ledger.CheckpointEvery,
+			SecretsCacheTTL: cfg.Ledger.SecretsCacheTTL},
 	}, deps)
 	if err != nil {
 		return nil, err
