@@ -95,9 +95,10 @@ type Entry struct {
 	// Commitment is Commit(salt, EnvelopeDigest(...)), or empty if the
 	// envelope was erased before it was recorded.
 	Commitment string `json:"commitment,omitempty"`
-	// Counterparty is the other side's ledger origin when known (else its
-	// address). Match uses it to decide which envelopes must appear in the
-	// other ledger.
+	// Counterparty is the other side's ledger origin when known, else its
+	// domain — never an address: a leaf can never be erased, and an address
+	// is personal data. Match uses it (with receipts) to decide which
+	// envelopes must appear in the other ledger.
 	Counterparty string         `json:"counterparty,omitempty"`
 	Fields       []FieldVerdict `json:"fields,omitempty"`
 	// Time is when the broker recorded the entry, in TimeLayout.
