@@ -56,6 +56,28 @@ curl -s -H "Authorization: Bearer $PAT" -H 'Content-Type: application/json' -d "
 echo
 echo "(no policy rule allows it yet, so alpd refuses by default and says why)"
 echo
+echo "== ana's ledger: the agent exports it and alpctl verifies it (tree, leaves, signed checkpoint)"
+# export_ledger N waits until the log has N entries under a signed
+# checkpoint (checkpoints are signed in rounds of up to 100ms), then exports.
+export_ledger() {
+	for _ in $(seq 1 50); do
+		if [ "$(curl -sf -H "Authorization: Bearer $PAT" "http://127.0.0.1:$PORT/v1/ledger" | grep -o "\"size\":$1[,}]" | wc -l)" -ge 2 ]; then
+			curl -sf -H "Authorization: Bearer $PAT" -o "$DATA/ledger.jsonl" "http://127.0.0.1:$PORT/v1/ledger/export"
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "the ledger did not sign a checkpoint of $1 entries"; exit 1
+}
+export_ledger 1
+"$BIN/alpctl" ledger verify "$DATA/ledger.jsonl" --state "$DATA/alpctl-ledgers.json"
+echo
+echo "== a second message; alpctl remembers the checkpoint it saw and demands the log only grew"
+curl -s -o /dev/null -H "Authorization: Bearer $PAT" -H 'Content-Type: application/json' \
+	-d "${SEND/demo-1/demo-2}" "http://127.0.0.1:$PORT/nlip/"
+export_ledger 2
+"$BIN/alpctl" ledger verify "$DATA/ledger.jsonl" --state "$DATA/alpctl-ledgers.json"
+echo
 echo "== the agents' authorization server (RFC 8414 metadata)"
 curl -sf "http://127.0.0.1:$PORT/.well-known/oauth-authorization-server/oauth/example.org" | head -c 400
 echo " …"
