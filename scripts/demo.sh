@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make demo: start alpd all-in-one on its embedded NATS in a scratch data
-# directory, show that every service is ready with its streams, stop it with
-# SIGTERM, and check it stopped cleanly.
+# directory, show every service ready with its streams; ana signs in, gives
+# an agent a token, the agent sends an ALP message over NLIP, and her ledger
+# is exported and verified; then stop alpd with SIGTERM and check it stopped
+# cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=./bin
