@@ -25,43 +25,45 @@ func (b *Broker) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", b.readyz)
 	mux.HandleFunc("POST /v1/ops/trace", b.ops.wrap(b.traceHandler))
-	// People's sign-in is identity's; in split mode route these paths to the
-	// identity processes.
-	identityHTTP := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := b.Identity()
-		if id == nil {
-			writeError(w, http.StatusServiceUnavailable, "identity_unavailable", "the identity service does not run in this process or has not started")
-			return
-		}
-		id.Handler().ServeHTTP(w, r)
-	})
-	for _, p := range []string{"/signin", "/signin/", "/signout", "/oauth/", "/v1/admin/", "/v1/pats", "/v1/pats/", "/.well-known/"} {
-		mux.Handle(p, identityHTTP)
+	// Each service's public paths go to the service where it runs here; in
+	// split mode route them to that service's processes.
+	routes := []struct {
+		service string
+		paths   []string
+		handler func() http.Handler
+	}{
+		// People's sign-in, the agents' authorization server, PATs.
+		{"identity", []string{"/signin", "/signin/", "/signout", "/oauth/", "/v1/admin/", "/v1/pats", "/v1/pats/", "/.well-known/"},
+			func() http.Handler {
+				if id := b.Identity(); id != nil {
+					return id.Handler()
+				}
+				return nil
+			}},
+		// Agents' NLIP door.
+		{"ingress", []string{"/nlip", "/nlip/"}, func() http.Handler {
+			if api := b.nlipAPI(); api != nil {
+				return api
+			}
+			return nil
+		}},
+		// A person's ledger: read and prove.
+		{"ledger", []string{"/v1/ledger", "/v1/ledger/"}, b.ledgerAPI},
 	}
-	// Agents' NLIP door is ingress's; in split mode route it to the
-	// ingress processes.
-	nlipHTTP := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		api := b.nlipAPI()
-		if api == nil {
-			writeError(w, http.StatusServiceUnavailable, "ingress_unavailable", "the ingress service does not run in this process or has not started")
-			return
+	for _, rt := range routes {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next := rt.handler()
+			if next == nil {
+				writeError(w, http.StatusServiceUnavailable, rt.service+"_unavailable",
+					"the "+rt.service+" service does not run in this process or has not started")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+		for _, p := range rt.paths {
+			mux.Handle(p, h)
 		}
-		api.ServeHTTP(w, r)
-	})
-	mux.Handle("/nlip", nlipHTTP)
-	mux.Handle("/nlip/", nlipHTTP)
-	// A person's ledger is read from the ledger service; in split mode
-	// route these paths to the ledger processes.
-	ledgerHTTP := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		api := b.ledgerAPI()
-		if api == nil {
-			writeError(w, http.StatusServiceUnavailable, "ledger_unavailable", "the ledger service does not run in this process or has not started")
-			return
-		}
-		api.ServeHTTP(w, r)
-	})
-	mux.Handle("/v1/ledger", ledgerHTTP)
-	mux.Handle("/v1/ledger/", ledgerHTTP)
+	}
 	if b.deps.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(b.deps.Gatherer, promhttp.HandlerOpts{}))
 	}
