@@ -205,6 +205,16 @@ func (b *Broker) publicURL() string {
 	return "http://127.0.0.1"
 }
 
+// issuers maps each tenant to its agents' OAuth issuer, which access
+// tokens must name.
+func (b *Broker) issuers() map[string]string {
+	m := map[string]string{}
+	for _, t := range b.cfg.Tenants {
+		m[t] = oauthas.IssuerURL(b.publicURL(), t)
+	}
+	return m
+}
+
 // Runs reports whether this broker runs service name.
 func (b *Broker) Runs(name string) bool {
 	return len(b.cfg.Services) == 0 || slices.Contains(b.cfg.Services, name)
@@ -318,11 +328,7 @@ func (b *Broker) start(ctx context.Context) error {
 		svcs = append(svcs, b.identity)
 	}
 	if b.Runs("ingress") {
-		issuers := map[string]string{}
-		for _, t := range b.cfg.Tenants {
-			issuers[t] = oauthas.IssuerURL(b.publicURL(), t)
-		}
-		b.ingress = ingress.New(deps, ingress.Options{Issuers: issuers, Resource: b.publicURL(),
+		b.ingress = ingress.New(deps, ingress.Options{Issuers: b.issuers(), Resource: b.publicURL(),
 			ResourceMetadataURL: b.publicURL() + oauthas.WellKnownResource})
 		nc := b.cfg.NLIP
 		nc.PublicURL = b.publicURL()

@@ -23,11 +23,7 @@ func (b *Broker) serveLedgerAPI(ctx context.Context, svcs []service.Service) {
 		if !ok {
 			continue
 		}
-		issuers := map[string]string{}
-		for _, t := range b.cfg.Tenants {
-			issuers[t] = oauthas.IssuerURL(b.publicURL(), t)
-		}
-		o := ledger.APIOptions{Issuers: issuers, Resource: b.publicURL(),
+		o := ledger.APIOptions{Issuers: b.issuers(), Resource: b.publicURL(),
 			ResourceMetadataURL: b.publicURL() + oauthas.WellKnownResource}
 		if b.Runs("identity") {
 			o.Sessions = identitySessions{b}
