@@ -9,19 +9,15 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/alpd-project/alpd/broker"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/brokertest"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/identitystore"
-	"github.com/alpd-project/alpd/internal/keystore"
-	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/nlip"
-	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
 
@@ -30,15 +26,14 @@ const (
 	publicURL = "https://broker.example"
 )
 
-// rig is a running broker with its HTTP handler on a loopback server, one
-// signed-in person (ana) and tokens for her agents.
+// rig is a running broker with one person (ana) whose agent holds a token.
 type rig struct {
+	br     *brokertest.Rig
 	b      *broker.Broker
 	js     jetstream.JetStream
 	srv    *httptest.Server
 	person identitystore.Person
-	issuer *accesstoken.Issuer
-	grant  identitystore.Grant
+	agent  brokertest.Agent
 	// token is a consumer agent's token with alp.send and alp.read.
 	token string
 }
@@ -50,74 +45,21 @@ type rigOptions struct {
 
 func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
-	s := natstest.RunJetStream(t)
-	nc := natstest.Connect(t, s)
-	ks := keystore.NewMemory()
-	b, err := broker.New(broker.Config{Name: "alpd", Tenants: []string{tenant}, PublicURL: publicURL,
-		Services: o.services, NLIP: o.nlip}, broker.Deps{NATS: nc, KeyStore: ks})
+	br := brokertest.Start(t, broker.Config{Tenants: []string{tenant}, PublicURL: publicURL, Services: o.services, NLIP: o.nlip})
+	js, err := jetstream.New(br.NC)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = b.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-b.Started()
-	if err := b.StartError(); err != nil {
-		t.Fatal(err)
-	}
-	store := b.Identity().Store()
-	person, err := store.BindPerson(ctx, tenant, "https://idp.example", "sub-ana", "ana@example.org", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.RegisterClient(ctx, identitystore.ClientSpec{Tenant: tenant, ClientID: "agent-app",
-		Kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR, RedirectURIs: []string{"http://127.0.0.1/cb"}}); err != nil {
-		t.Fatal(err)
-	}
-	grant, err := store.IssueGrant(ctx, identitystore.GrantSpec{Tenant: tenant, PersonID: person.ID, ClientID: "agent-app",
-		AgentID: "agent-1", Scopes: []string{"alp.send", "alp.read"}, Resource: publicURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{b: b, person: person, grant: grant,
-		issuer: &accesstoken.Issuer{Keys: ks, Issuers: map[string]string{tenant: oauthas.IssuerURL(publicURL, tenant)}}}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.js = js
-	r.token = r.mint(t, "agent-1", accesstoken.ClassConsumer, "alp.send", "alp.read")
-	deadline0 := time.Now().Add(10 * time.Second)
-	// Tokens work once ingress's identity projection has the grant.
-	for {
-		if _, err := b.Ingress().Authenticator().Authenticate(ctx, "Bearer "+r.token); err == nil {
-			break
-		} else if time.Now().After(deadline0) {
-			t.Fatalf("ingress does not accept the token: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	r.srv = httptest.NewServer(b.Handler())
-	t.Cleanup(r.srv.Close)
-	deadline := time.Now().Add(10 * time.Second)
-	for b.Ready() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("broker not ready: %v", b.Ready())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return r
+	a := br.Agent(t, tenant, "sub-ana", "ana@example.org", "agent-1", "alp.send", "alp.read")
+	return &rig{br: br, b: br.B, js: js, srv: br.Srv, person: a.Person, agent: a, token: a.Token}
 }
 
+// mint is a token for another agent of ana's.
 func (r *rig) mint(t testing.TB, agent, class string, scopes ...string) string {
 	t.Helper()
-	tok, err := r.issuer.Mint(context.Background(), accesstoken.Claims{Subject: r.person.ID, Audience: publicURL, Tenant: tenant,
-		ClientID: "agent-app", AgentID: agent, GrantID: r.grant.ID, Class: class, Scopes: scopes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	a := r.agent
+	a.AgentID = agent
+	return r.br.Mint(t, a, class, scopes...)
 }
 
 // post sends body to path with the bearer token (if any) and returns the

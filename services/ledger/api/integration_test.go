@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,16 +17,11 @@ import (
 	ledgerv1 "github.com/alpd-project/alpd/gen/alp/ledger/v1"
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/brokertest"
 	"github.com/alpd-project/alpd/internal/identitystore"
-	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
-	"github.com/alpd-project/alpd/internal/natstest"
-	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/services/ingress"
 )
-
-const publicURL = "https://broker.example"
 
 // brokerRig is a whole broker (all six services, embedded NATS) behind its
 // HTTP handler, with two people who each authorized an agent.
@@ -41,66 +35,15 @@ type brokerRig struct {
 
 func newBrokerRig(t *testing.T) *brokerRig {
 	t.Helper()
-	nc := natstest.Connect(t, natstest.RunJetStream(t))
-	ks := keystore.NewMemory()
-	b, err := broker.New(broker.Config{Name: "alpd", Tenants: []string{tenant}, PublicURL: publicURL},
-		broker.Deps{NATS: nc, KeyStore: ks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = b.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-b.Started()
-	if err := b.StartError(); err != nil {
-		t.Fatal(err)
-	}
-	r := &brokerRig{b: b}
-	store := b.Identity().Store()
-	issuer := &accesstoken.Issuer{Keys: ks, Issuers: map[string]string{tenant: oauthas.IssuerURL(publicURL, tenant)}}
-	if _, err := store.RegisterClient(ctx, identitystore.ClientSpec{Tenant: tenant, ClientID: "agent-app",
-		Kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR, RedirectURIs: []string{"http://127.0.0.1/cb"}}); err != nil {
-		t.Fatal(err)
-	}
-	person := func(sub, address string) (identitystore.Person, string) {
-		p, err := store.BindPerson(ctx, tenant, "https://idp.example", sub, address, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := store.IssueGrant(ctx, identitystore.GrantSpec{Tenant: tenant, PersonID: p.ID, ClientID: "agent-app",
-			AgentID: "agent-" + sub, Scopes: []string{"alp.send", "alp.read"}, Resource: publicURL})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok, err := issuer.Mint(ctx, accesstoken.Claims{Subject: p.ID, Audience: publicURL, Tenant: tenant, ClientID: "agent-app",
-			AgentID: "agent-" + sub, GrantID: g.ID, Class: accesstoken.ClassConsumer, Scopes: []string{"alp.send", "alp.read"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p, tok
-	}
-	r.ana, r.anaToken = person("sub-ana", "ana@example.org")
-	r.bo, r.boToken = person("sub-bo", "bo@example.org")
-	r.srv = httptest.NewServer(b.Handler())
-	t.Cleanup(r.srv.Close)
-	r.eventually(t, "broker ready", func() error { return b.Ready() })
-	return r
+	br := brokertest.Start(t, broker.Config{Tenants: []string{tenant}})
+	ana := br.Agent(t, tenant, "sub-ana", "ana@example.org", "agent-sub-ana", "alp.send", "alp.read")
+	bo := br.Agent(t, tenant, "sub-bo", "bo@example.org", "agent-sub-bo", "alp.send", "alp.read")
+	return &brokerRig{b: br.B, srv: br.Srv, ana: ana.Person, bo: bo.Person, anaToken: ana.Token, boToken: bo.Token}
 }
 
 func (r *brokerRig) eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	brokertest.Eventually(t, 20*time.Second, what, f)
 }
 
 // send has Ana's agent send n messages through ingress.

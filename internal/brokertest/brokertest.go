@@ -1,0 +1,145 @@
+// Package brokertest runs a whole broker for tests of the code around it:
+// a real nats-server on a random port with a temp store, an in-memory
+// KeyStore, the broker's handler on a loopback HTTP server, and people whose
+// agents hold real access tokens minted by the tenant's issuer.
+package brokertest
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/alpd-project/alpd/broker"
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/identitystore"
+	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/natstest"
+	"github.com/alpd-project/alpd/internal/oauthas"
+)
+
+// PublicURL is the broker's public URL unless the config names another.
+const PublicURL = "https://broker.example"
+
+// ClientID is the OAuth client every test agent uses (a public, consumer
+// class client).
+const ClientID = "agent-app"
+
+// Rig is a running broker.
+type Rig struct {
+	B   *broker.Broker
+	KS  keystore.KeyStore
+	NC  *nats.Conn
+	Srv *httptest.Server
+	cfg broker.Config
+	// clients records the tenants whose ClientID is registered.
+	clients map[string]bool
+}
+
+// Start runs a broker with cfg (Name "alpd" and PublicURL when unset) until
+// the test ends, and waits until it is ready.
+func Start(t testing.TB, cfg broker.Config) *Rig {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = "alpd"
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = PublicURL
+	}
+	nc := natstest.Connect(t, natstest.RunJetStream(t))
+	ks := keystore.NewMemory()
+	b, err := broker.New(cfg, broker.Deps{NATS: nc, KeyStore: ks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-b.Started()
+	if err := b.StartError(); err != nil {
+		t.Fatal(err)
+	}
+	r := &Rig{B: b, KS: ks, NC: nc, cfg: cfg, clients: map[string]bool{}}
+	r.Srv = httptest.NewServer(b.Handler())
+	t.Cleanup(r.Srv.Close)
+	Eventually(t, 20*time.Second, "broker ready", b.Ready)
+	return r
+}
+
+// Agent is one person's agent with its token.
+type Agent struct {
+	Person  identitystore.Person
+	Grant   identitystore.Grant
+	AgentID string
+	Token   string
+}
+
+// Agent binds the person (subject at the test IdP, address) if new, grants
+// an agent of theirs scopes, and mints it a consumer-class token. It waits
+// until ingress (when it runs here) accepts the token, so callers never
+// race the identity projection.
+func (r *Rig) Agent(t testing.TB, tenant, subject, address, agentID string, scopes ...string) Agent {
+	t.Helper()
+	ctx := context.Background()
+	store := r.B.Identity().Store()
+	if !r.clients[tenant] {
+		if _, err := store.RegisterClient(ctx, identitystore.ClientSpec{Tenant: tenant, ClientID: ClientID,
+			Kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR, RedirectURIs: []string{"http://127.0.0.1/cb"}}); err != nil {
+			t.Fatal(err)
+		}
+		r.clients[tenant] = true
+	}
+	p, err := store.PersonBySubject(tenant, "https://idp.example", subject)
+	if err != nil {
+		if p, err = store.BindPerson(ctx, tenant, "https://idp.example", subject, address, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := store.IssueGrant(ctx, identitystore.GrantSpec{Tenant: tenant, PersonID: p.ID, ClientID: ClientID,
+		AgentID: agentID, Scopes: scopes, Resource: r.cfg.PublicURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Agent{Person: p, Grant: g, AgentID: agentID}
+	a.Token = r.Mint(t, a, accesstoken.ClassConsumer, scopes...)
+	if in := r.B.Ingress(); in != nil {
+		Eventually(t, 10*time.Second, "ingress accepts the token", func() error {
+			_, err := in.Authenticator().Authenticate(ctx, "Bearer "+a.Token)
+			return err
+		})
+	}
+	return a
+}
+
+// Mint issues a's agent another token, of class and with scopes (which may
+// exceed the grant's: the token is what is tested).
+func (r *Rig) Mint(t testing.TB, a Agent, class string, scopes ...string) string {
+	t.Helper()
+	issuer := &accesstoken.Issuer{Keys: r.KS, Issuers: map[string]string{a.Person.Tenant: oauthas.IssuerURL(r.cfg.PublicURL, a.Person.Tenant)}}
+	tok, err := issuer.Mint(context.Background(), accesstoken.Claims{Subject: a.Person.ID, Audience: r.cfg.PublicURL,
+		Tenant: a.Person.Tenant, ClientID: ClientID, AgentID: a.AgentID, GrantID: a.Grant.ID, Class: class, Scopes: scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// Eventually retries f until it succeeds or d has passed.
+func Eventually(t testing.TB, d time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
