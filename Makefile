@@ -64,6 +64,10 @@ test-short:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/bus/ ./services/identity/
 	$(GO) test -run '^$$' -bench . ./internal/accesstoken/
+	$(GO) test -run '^$$' -bench 'DecodeValidate|StdlibMapDecode' -benchmem ./internal/nlip/
+	$(GO) test -run '^$$' -bench 'AuthenticatedSend|LoopbackEcho' -benchtime 3s ./services/ingress/nlipapi/
+	$(GO) test -run '^$$' -bench 'AppendOnePerson' -benchtime 5000x ./services/ledger/storage/jsstore/
+	$(GO) test -run '^$$' -bench 'Proofs' -benchtime 20000x ./internal/ledgerlog/
 
 # The demo: start alpd all-in-one on the embedded NATS, show it healthy with
 # its streams, stop it.
