@@ -157,6 +157,13 @@ type StreamSpec struct {
 	Description string
 }
 
+// SourceStart is where a work queue's source starts when it has sourced
+// nothing yet: the origin's first message. Without it nats-server starts
+// a source set up after the queue consumed anything (FirstSeq > 1) at the
+// queue's last message time, so events published while the source was
+// still being set up would never reach the queue.
+const SourceStart = 1
+
 // Config renders the spec into a jetstream configuration for this bus.
 func (b *Bus) Config(spec StreamSpec) jetstream.StreamConfig {
 	cfg := jetstream.StreamConfig{
@@ -179,6 +186,7 @@ func (b *Bus) Config(spec StreamSpec) jetstream.StreamConfig {
 		cfg.Sources = append(cfg.Sources, &jetstream.StreamSource{
 			Name:          b.StreamName(name),
 			FilterSubject: filter,
+			OptStartSeq:   SourceStart,
 		})
 	}
 	sortSources(cfg.Sources)

@@ -586,3 +586,42 @@ func TestLastMessageIn(t *testing.T) {
 		t.Fatalf("recreated stream: %v %v", m, err)
 	}
 }
+
+// A work queue that already handed out messages must still get every
+// message of a source added (or set up) later: nats-server would start such
+// a source at the queue's last message time unless told where to start.
+func TestLateSourceStartsAtTheBeginning(t *testing.T) {
+	nc := natstest.Connect(t, natstest.RunJetStream(t))
+	b := newBus(t, nc, nil)
+	ctx := context.Background()
+	ensure(t, b, logSpec())
+	ensure(t, b, StreamSpec{Name: "other", Subjects: []string{"alp.other.example_org.>"}, Retention: jetstream.LimitsPolicy})
+	// The send log already holds a message when the queue learns about it.
+	if _, err := b.Publish(ctx, "alp.send.example_org.p1", sendEvent("early", "")); err != nil {
+		t.Fatal(err)
+	}
+	queue := StreamSpec{Name: "work", Retention: jetstream.WorkQueuePolicy, Sources: map[string]string{"other": "alp.other.>"}}
+	q := ensure(t, b, queue)
+	if _, err := b.js.Publish(ctx, "alp.other.example_org.x", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, func() error {
+		info, err := q.Info(ctx)
+		if err != nil || info.State.Msgs != 1 {
+			return fmt.Errorf("queue state %+v, %v", info.State, err)
+		}
+		return nil
+	})
+	if err := q.DeleteMsg(ctx, 1); err != nil { // as a consumer's ack would
+		t.Fatal(err)
+	}
+	queue.Sources["send"] = "alp.send.>"
+	q = ensure(t, b, queue)
+	waitFor(t, 5*time.Second, func() error {
+		info, err := q.Info(ctx)
+		if err != nil || info.State.Msgs != 1 {
+			return fmt.Errorf("the early send message did not reach the queue: %+v, %v", info.State, err)
+		}
+		return nil
+	})
+}

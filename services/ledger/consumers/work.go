@@ -48,11 +48,11 @@ func WorkStreamConfig(b *bus.Bus, tenants []string, l streams.Limits, n int) jet
 	cfg := b.Config(def.Spec(tenants, l))
 	partition := fmt.Sprintf("{{partition(%d,1,2)}}", n)
 	cfg.Sources = []*jetstream.StreamSource{
-		{Name: b.StreamName(streams.Identity), SubjectTransforms: []jetstream.SubjectTransformConfig{{
+		{Name: b.StreamName(streams.Identity), OptStartSeq: bus.SourceStart, SubjectTransforms: []jetstream.SubjectTransformConfig{{
 			Source:      "alp.identity.*.erasure.*",
 			Destination: "alp.identity.{{wildcard(1)}}.erasure.{{wildcard(2)}}." + partition,
 		}}},
-		{Name: b.StreamName(streams.Send), SubjectTransforms: []jetstream.SubjectTransformConfig{{
+		{Name: b.StreamName(streams.Send), OptStartSeq: bus.SourceStart, SubjectTransforms: []jetstream.SubjectTransformConfig{{
 			Source:      "alp.send.*.*.*",
 			Destination: "alp.send.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}." + partition,
 		}}},
