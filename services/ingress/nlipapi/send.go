@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/mail"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -240,7 +241,7 @@ func (a *API) exchange(ctx context.Context, p agentauth.Principal, m *nlip.Messa
 			"alpd relays typed ALP messages: set messagetype to %q followed by the ALP type (e.g. alp:meeting.request/v1), "+
 				"the recipient in %q and the body in %q (see docs/nlip.md)", typePrefix, labelTo, labelBody)
 	}
-	if !hasScope(p, ScopeSend) {
+	if !slices.Contains(p.Scopes, ScopeSend) {
 		return nil, 0, &apiError{Status: http.StatusForbidden, Code: accesstoken.CodeInsufficientScope,
 			Message:   "the credential does not allow sending (scope " + ScopeSend + ")",
 			Challenge: (&accesstoken.Error{Code: accesstoken.CodeInsufficientScope, Scope: ScopeSend}).WWWAuthenticate(a.backend.Authenticator().ResourceMetadataURL)}
@@ -276,15 +277,6 @@ func (a *API) exchange(ctx context.Context, p agentauth.Principal, m *nlip.Messa
 		status = http.StatusAccepted
 	}
 	return reply, status, nil
-}
-
-func hasScope(p agentauth.Principal, scope string) bool {
-	for _, s := range p.Scopes {
-		if s == scope {
-			return true
-		}
-	}
-	return false
 }
 
 // controlReply answers a control message (ECMA-430 §6.3: a control message
