@@ -174,6 +174,36 @@ func TestSplitMode(t *testing.T) {
 
 	t.Run("security", func(t *testing.T) { checkSplitSecurity(ctx, t, c) })
 
+	// The agents' doors answer on their own processes: NLIP on ingress, the
+	// ledger's read API on ledger, each asking for a bearer token and
+	// saying where to get one; another process says where they are not.
+	t.Run("public endpoints", func(t *testing.T) {
+		for _, tc := range []struct{ service, method, path, body string }{
+			{"ingress", http.MethodPost, "/nlip/", `{"format":"text","subformat":"english","content":"hi"}`},
+			{"ledger", http.MethodGet, "/v1/ledger", ""},
+		} {
+			req, _ := http.NewRequest(tc.method, "http://"+c.byName[tc.service].httpAddr+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata=") {
+				t.Errorf("%s %s on %s: %d %q, want 401 with a bearer challenge", tc.method, tc.path, tc.service, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+			}
+			other := "policy"
+			resp, err = http.Post("http://"+c.byName[other].httpAddr+tc.path, "application/json", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				t.Errorf("%s on %s: %d, want 503 (%s runs elsewhere)", tc.path, other, resp.StatusCode, tc.service)
+			}
+		}
+	})
+
 	// SIGTERM every alpd at once; each must exit 0 within stopTimeout.
 	phase := time.Now()
 	var wg sync.WaitGroup
