@@ -64,22 +64,20 @@
 package seal
 
 import (
-	"container/list"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/personkeys"
 )
 
 var (
@@ -102,13 +100,8 @@ var (
 )
 
 const (
-	keyVersion     = 1
 	nonceSize      = 12
 	maxPersonIDLen = 128
-	entryFormat    = 1
-	// createRetries bounds the get-or-create and destroy loops; each retry
-	// means another replica changed the key between our read and our write.
-	createRetries = 5
 )
 
 // BucketConfig returns the configuration of the data-key KV bucket named
@@ -116,12 +109,7 @@ const (
 // replaced or purged value is gone from the bucket, file storage, no TTL
 // (keys must never expire on their own). Callers may set Replicas.
 func BucketConfig(name string) jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{
-		Bucket:      name,
-		Description: "alpd per-person data keys, wrapped by the tenant's DATA key; purged on erasure",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-	}
+	return personkeys.BucketConfig(name, "alpd per-person data keys, wrapped by the tenant's DATA key; purged on erasure")
 }
 
 // Option configures a Sealer.
@@ -158,21 +146,8 @@ func WithDestroyObserver(fn func(ctx context.Context, ev *alpv1.DataKeyDestroyed
 // Sealer seals and opens bodies with per-person data keys. It is safe for
 // concurrent use; several Sealers (replicas) may share one bucket.
 type Sealer struct {
-	kv   jetstream.KeyValue
-	ks   keystore.KeyStore
+	keys *personkeys.Store[cipher.AEAD]
 	opts options
-
-	mu    sync.Mutex
-	cache map[string]*list.Element // KV key → element holding *cached
-	lru   *list.List               // front = most recently used
-}
-
-type cached struct {
-	id        string
-	aead      cipher.AEAD // nil when destroyed
-	version   uint32
-	destroyed bool
-	expires   time.Time // zero: never (destroyed)
 }
 
 // New returns a Sealer storing data keys in kv (configure its bucket with
@@ -187,7 +162,13 @@ func New(kv jetstream.KeyValue, ks keystore.KeyStore, opts ...Option) *Sealer {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	return &Sealer{kv: kv, ks: ks, opts: o, cache: map[string]*list.Element{}, lru: list.New()}
+	keys := personkeys.New(kv, ks, personkeys.Options[cipher.AEAD]{
+		Domain: "alp-seal/data-key/v1",
+		Derive: func(_, _ string, raw []byte) cipher.AEAD { return newAEAD(raw) },
+		Erased: ErrKeyDestroyed, None: ErrNoDataKey,
+		CacheTTL: o.ttl, CacheSize: o.size, Now: o.now,
+	})
+	return &Sealer{keys: keys, opts: o}
 }
 
 // ValidatePersonID checks that id is 1..128 characters from [A-Za-z0-9_-]
@@ -217,44 +198,12 @@ func validate(tenant, personID string) error {
 
 // kvKey is the bucket key of a person's data key. Person ids are a single
 // token, so the last token is the person and the rest the tenant.
-func kvKey(tenant, personID string) string { return tenant + "." + personID }
-
-// entry is the JSON value stored per person: a wrapped data key, or a
-// tombstone (Destroyed, no key material).
-type entry struct {
-	Format      int       `json:"format"`
-	Version     uint32    `json:"version,omitempty"`
-	Wrapped     []byte    `json:"wrapped,omitempty"`
-	Created     time.Time `json:"created,omitzero"`
-	Destroyed   bool      `json:"destroyed,omitempty"`
-	DestroyedAt time.Time `json:"destroyed_at,omitzero"`
-}
-
-func parseEntry(b []byte) (entry, error) {
-	var e entry
-	if err := json.Unmarshal(b, &e); err != nil {
-		return e, fmt.Errorf("bad stored value: %w", err)
-	}
-	if e.Format != entryFormat {
-		return e, fmt.Errorf("unsupported stored value format %d", e.Format)
-	}
-	if !e.Destroyed && (e.Version == 0 || len(e.Wrapped) == 0) {
-		return e, errors.New("stored value has no key")
-	}
-	return e, nil
-}
-
 func lp(b []byte, parts ...[]byte) []byte {
 	for _, p := range parts {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
 		b = append(b, p...)
 	}
 	return b
-}
-
-func wrapAAD(tenant, personID string, version uint32) []byte {
-	b := lp([]byte("alp-seal/data-key/v1"), []byte(tenant), []byte(personID))
-	return binary.BigEndian.AppendUint32(b, version)
 }
 
 func bodyAAD(tenant, personID string, version uint32, aad []byte) []byte {
@@ -290,9 +239,9 @@ func (s *Sealer) Seal(ctx context.Context, tenant, personID string, plaintext, a
 	return &alpv1.SealedBody{
 		Tenant:     tenant,
 		PersonId:   personID,
-		KeyVersion: k.version,
+		KeyVersion: k.Version,
 		Nonce:      nonce,
-		Ciphertext: k.aead.Seal(nil, nonce, plaintext, bodyAAD(tenant, personID, k.version, aad)),
+		Ciphertext: k.Value.Seal(nil, nonce, plaintext, bodyAAD(tenant, personID, k.Version, aad)),
 	}, nil
 }
 
@@ -317,88 +266,24 @@ func (s *Sealer) Open(ctx context.Context, body *alpv1.SealedBody, aad []byte) (
 	if err != nil {
 		return nil, err
 	}
-	if k.version != body.GetKeyVersion() {
-		return nil, fmt.Errorf("seal: open for %s/%s: %w: body names key version %d, the person has %d", tenant, personID, ErrNoDataKey, body.GetKeyVersion(), k.version)
+	if k.Version != body.GetKeyVersion() {
+		return nil, fmt.Errorf("seal: open for %s/%s: %w: body names key version %d, the person has %d", tenant, personID, ErrNoDataKey, body.GetKeyVersion(), k.Version)
 	}
-	pt, err := k.aead.Open(nil, body.GetNonce(), body.GetCiphertext(), bodyAAD(tenant, personID, k.version, aad))
+	pt, err := k.Value.Open(nil, body.GetNonce(), body.GetCiphertext(), bodyAAD(tenant, personID, k.Version, aad))
 	if err != nil {
 		return nil, fmt.Errorf("seal: open for %s/%s: %w (modified, or different additional data)", tenant, personID, ErrOpenFailed)
 	}
 	return pt, nil
 }
 
-// key returns the person's usable data key, from the cache or the bucket,
-// creating it if create is set and the person has none.
-func (s *Sealer) key(ctx context.Context, tenant, personID string, create bool) (*cached, error) {
-	id := kvKey(tenant, personID)
-	if c := s.cached(id); c != nil {
-		if c.destroyed {
-			return nil, fmt.Errorf("seal: %s/%s: %w", tenant, personID, ErrKeyDestroyed)
-		}
-		return c, nil
-	}
-	for range createRetries {
-		e, err := s.kv.Get(ctx, id)
-		switch {
-		case err == nil:
-			return s.load(ctx, tenant, personID, e.Value())
-		case !errors.Is(err, jetstream.ErrKeyNotFound):
-			return nil, fmt.Errorf("seal: read data key of %s/%s: %w", tenant, personID, err)
-		case !create:
-			return nil, fmt.Errorf("seal: %s/%s: %w", tenant, personID, ErrNoDataKey)
-		}
-		c, err := s.create(ctx, tenant, personID)
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			continue // another replica created it first: read theirs
-		}
-		return c, err
-	}
-	return nil, fmt.Errorf("seal: data key of %s/%s kept changing while being read; giving up after %d attempts", tenant, personID, createRetries)
-}
-
-// load unwraps a stored value (or notes a tombstone) and caches the result.
-func (s *Sealer) load(ctx context.Context, tenant, personID string, value []byte) (*cached, error) {
-	e, err := parseEntry(value)
+// key returns the person's usable data key, creating it if create is set
+// and the person has none.
+func (s *Sealer) key(ctx context.Context, tenant, personID string, create bool) (personkeys.Key[cipher.AEAD], error) {
+	k, err := s.keys.Get(ctx, tenant, personID, create)
 	if err != nil {
-		return nil, fmt.Errorf("seal: data key of %s/%s: %w", tenant, personID, err)
+		return k, fmt.Errorf("seal: data key: %w", err)
 	}
-	if e.Destroyed {
-		s.put(&cached{id: kvKey(tenant, personID), destroyed: true})
-		return nil, fmt.Errorf("seal: %s/%s: %w", tenant, personID, ErrKeyDestroyed)
-	}
-	key, err := s.ks.Unwrap(ctx, tenant, alpv1.KeyPurpose_KEY_PURPOSE_DATA, e.Wrapped, wrapAAD(tenant, personID, e.Version))
-	if err != nil {
-		return nil, fmt.Errorf("seal: unwrap data key of %s/%s: %w", tenant, personID, err)
-	}
-	defer clear(key)
-	if len(key) != 32 {
-		return nil, fmt.Errorf("seal: data key of %s/%s is %d bytes, want 32", tenant, personID, len(key))
-	}
-	c := &cached{id: kvKey(tenant, personID), aead: newAEAD(key), version: e.Version}
-	s.put(c)
-	return c, nil
-}
-
-// create makes, wraps and stores a new data key; it returns an error
-// wrapping jetstream.ErrKeyExists if another writer got there first.
-func (s *Sealer) create(ctx context.Context, tenant, personID string) (*cached, error) {
-	key := make([]byte, 32)
-	rand.Read(key)
-	defer clear(key)
-	wrapped, err := s.ks.Wrap(ctx, tenant, alpv1.KeyPurpose_KEY_PURPOSE_DATA, key, wrapAAD(tenant, personID, keyVersion))
-	if err != nil {
-		return nil, fmt.Errorf("seal: wrap new data key of %s/%s: %w", tenant, personID, err)
-	}
-	value, err := json.Marshal(entry{Format: entryFormat, Version: keyVersion, Wrapped: wrapped, Created: s.opts.now().UTC()})
-	if err != nil {
-		return nil, fmt.Errorf("seal: encode data key of %s/%s: %w", tenant, personID, err)
-	}
-	if _, err := s.kv.Create(ctx, kvKey(tenant, personID), value); err != nil {
-		return nil, fmt.Errorf("seal: store data key of %s/%s: %w", tenant, personID, err)
-	}
-	c := &cached{id: kvKey(tenant, personID), aead: newAEAD(key), version: keyVersion}
-	s.put(c)
-	return c, nil
+	return k, nil
 }
 
 // Destroy erases the person's data key: afterwards every body sealed for
@@ -410,91 +295,13 @@ func (s *Sealer) Destroy(ctx context.Context, tenant, personID string) error {
 	if err := validate(tenant, personID); err != nil {
 		return fmt.Errorf("seal: destroy: %w", err)
 	}
-	id := kvKey(tenant, personID)
-	if err := s.destroy(ctx, id); err != nil {
-		return fmt.Errorf("seal: destroy data key of %s/%s: %w", tenant, personID, err)
+	if err := s.keys.Erase(ctx, tenant, personID); err != nil {
+		return fmt.Errorf("seal: destroy data key: %w", err)
 	}
-	s.put(&cached{id: id, destroyed: true})
 	if s.opts.onDestroy != nil {
 		if err := s.opts.onDestroy(ctx, &alpv1.DataKeyDestroyed{Tenant: tenant, PersonId: personID}); err != nil {
 			return fmt.Errorf("seal: data key of %s/%s destroyed, but the observer failed (call Destroy again to retry): %w", tenant, personID, err)
 		}
 	}
 	return nil
-}
-
-func (s *Sealer) destroy(ctx context.Context, id string) error {
-	tomb, err := json.Marshal(entry{Format: entryFormat, Destroyed: true, DestroyedAt: s.opts.now().UTC()})
-	if err != nil {
-		return err
-	}
-	for range createRetries {
-		// Already a tombstone: done, without reopening a window in which
-		// the key is absent and a Seal elsewhere could create a new one.
-		e, err := s.kv.Get(ctx, id)
-		if err == nil {
-			if cur, perr := parseEntry(e.Value()); perr == nil && cur.Destroyed {
-				return nil
-			}
-		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("read: %w", err)
-		}
-		if err := s.kv.Purge(ctx, id); err != nil {
-			return fmt.Errorf("purge: %w", err)
-		}
-		// Create succeeds only over the purge marker; if a Seal elsewhere
-		// created a new key in between, purge that one too.
-		if _, err := s.kv.Create(ctx, id, tomb); err == nil {
-			return nil
-		} else if !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("write tombstone: %w", err)
-		}
-	}
-	return fmt.Errorf("key kept changing; gave up after %d attempts", createRetries)
-}
-
-// cached returns a live cache entry for id, or nil.
-func (s *Sealer) cached(id string) *cached {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	el, ok := s.cache[id]
-	if !ok {
-		return nil
-	}
-	c := el.Value.(*cached)
-	if !c.destroyed && !s.opts.now().Before(c.expires) {
-		s.lru.Remove(el)
-		delete(s.cache, id)
-		return nil
-	}
-	s.lru.MoveToFront(el)
-	return c
-}
-
-// put caches c, replacing any entry for its id and dropping the least
-// recently used entries beyond the size bound.
-func (s *Sealer) put(c *cached) {
-	if s.opts.ttl == 0 || s.opts.size == 0 {
-		return
-	}
-	if !c.destroyed {
-		c.expires = s.opts.now().Add(s.opts.ttl)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if el, ok := s.cache[c.id]; ok {
-		if el.Value.(*cached).destroyed {
-			// Erasure is final: a load that raced with Destroy must not
-			// bring the key back.
-			s.lru.MoveToFront(el)
-			return
-		}
-		s.lru.Remove(el)
-	}
-	s.cache[c.id] = s.lru.PushFront(c)
-	for s.lru.Len() > s.opts.size {
-		old := s.lru.Back()
-		s.lru.Remove(old)
-		delete(s.cache, old.Value.(*cached).id)
-	}
 }

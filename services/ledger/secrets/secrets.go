@@ -12,7 +12,7 @@
 // Erasing a person purges the secret, and from then on no opening of theirs
 // can be computed or decrypted, while their log still verifies.
 //
-// Storage mirrors internal/seal: the bucket (<NS>_LEDGERSECRETS, one value
+// Storage is internal/personkeys, as for internal/seal's data keys: the bucket (<NS>_LEDGERSECRETS, one value
 // per key, no history) holds under "<tenant>.<person>" the secret wrapped by
 // the tenant's DATA key from the KeyStore (never plain), bound to tenant,
 // person and version by the wrap's additional data. The first writer wins
@@ -25,7 +25,6 @@
 package secrets
 
 import (
-	"container/list"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -33,16 +32,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/personkeys"
 	"github.com/alpd-project/alpd/internal/seal"
 )
 
@@ -57,23 +54,13 @@ var (
 	ErrOpening = errors.New("sealed opening does not authenticate")
 )
 
-const (
-	version     = 1
-	entryFormat = 1
-	secretSize  = 32
-	nonceSize   = 12
-	retries     = 5
-)
+// nonceSize is the AES-GCM nonce of a sealed opening.
+const nonceSize = 12
 
 // BucketConfig is the configuration of the secrets bucket named name: one
 // value per key, no history (a purge leaves nothing readable), no TTL.
 func BucketConfig(name string) jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{
-		Bucket:      name,
-		Description: "alpd per-person ledger secrets (salts and openings), wrapped by the tenant's DATA key; purged on erasure",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-	}
+	return personkeys.BucketConfig(name, "alpd per-person ledger secrets (salts and openings), wrapped by the tenant's DATA key; purged on erasure")
 }
 
 // Options tune the cache.
@@ -90,19 +77,7 @@ type Options struct {
 // Store gets, creates and erases ledger secrets. Safe for concurrent use;
 // several Stores (replicas) may share one bucket.
 type Store struct {
-	kv   jetstream.KeyValue
-	ks   keystore.KeyStore
-	opts Options
-
-	mu    sync.Mutex
-	cache map[string]*list.Element
-	lru   *list.List
-}
-
-type cached struct {
-	id      string
-	secret  *Secret // nil when erased
-	expires time.Time
+	keys *personkeys.Store[*Secret]
 }
 
 // New returns a Store on kv (configured with BucketConfig) wrapping secrets
@@ -114,10 +89,11 @@ func New(kv jetstream.KeyValue, ks keystore.KeyStore, o Options) *Store {
 	if o.CacheSize == 0 {
 		o.CacheSize = 4096
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return &Store{kv: kv, ks: ks, opts: o, cache: map[string]*list.Element{}, lru: list.New()}
+	return &Store{keys: personkeys.New(kv, ks, personkeys.Options[*Secret]{
+		Domain: "alp-ledger/secret/v1", Derive: derive,
+		Erased: ErrErased, None: ErrNoSecret,
+		CacheTTL: o.CacheTTL, CacheSize: o.CacheSize, Now: o.Now,
+	})}
 }
 
 // Secret is one person's ledger secret with its derived keys.
@@ -126,17 +102,6 @@ type Secret struct {
 	saltKey        []byte
 	opening        cipher.AEAD
 }
-
-type entry struct {
-	Format   int       `json:"format"`
-	Version  uint32    `json:"version,omitempty"`
-	Wrapped  []byte    `json:"wrapped,omitempty"`
-	Created  time.Time `json:"created,omitzero"`
-	Erased   bool      `json:"erased,omitempty"`
-	ErasedAt time.Time `json:"erased_at,omitzero"`
-}
-
-func key(tenant, person string) string { return tenant + "." + person }
 
 func validate(tenant, person string) error {
 	if err := keystore.ValidateTenant(tenant); err != nil {
@@ -156,10 +121,6 @@ func lp(b []byte, parts ...[]byte) []byte {
 	return b
 }
 
-func wrapAAD(tenant, person string, v uint32) []byte {
-	return binary.BigEndian.AppendUint32(lp(nil, []byte("alp-ledger/secret/v1"), []byte(tenant), []byte(person)), v)
-}
-
 // Get returns the person's secret, creating it when create is set and the
 // person has none. ErrErased after erasure; ErrNoSecret when there is none
 // and create is not set.
@@ -167,69 +128,11 @@ func (s *Store) Get(ctx context.Context, tenant, person string, create bool) (*S
 	if err := validate(tenant, person); err != nil {
 		return nil, err
 	}
-	id := key(tenant, person)
-	if c, ok := s.cached(id); ok {
-		if c.secret == nil {
-			return nil, fmt.Errorf("ledger secrets: %s/%s: %w", tenant, person, ErrErased)
-		}
-		return c.secret, nil
-	}
-	for range retries {
-		e, err := s.kv.Get(ctx, id)
-		switch {
-		case err == nil:
-			return s.load(ctx, tenant, person, e.Value())
-		case !errors.Is(err, jetstream.ErrKeyNotFound):
-			return nil, fmt.Errorf("ledger secrets: read %s/%s: %w", tenant, person, err)
-		case !create:
-			return nil, fmt.Errorf("ledger secrets: %s/%s: %w", tenant, person, ErrNoSecret)
-		}
-		sec, err := s.create(ctx, tenant, person)
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			continue // another replica made it first: use theirs
-		}
-		return sec, err
-	}
-	return nil, fmt.Errorf("ledger secrets: %s/%s kept changing while being read", tenant, person)
-}
-
-func (s *Store) load(ctx context.Context, tenant, person string, value []byte) (*Secret, error) {
-	var e entry
-	if err := json.Unmarshal(value, &e); err != nil || e.Format != entryFormat {
-		return nil, fmt.Errorf("ledger secrets: %s/%s: bad stored value", tenant, person)
-	}
-	if e.Erased {
-		s.put(&cached{id: key(tenant, person)})
-		return nil, fmt.Errorf("ledger secrets: %s/%s: %w", tenant, person, ErrErased)
-	}
-	raw, err := s.ks.Unwrap(ctx, tenant, alpv1.KeyPurpose_KEY_PURPOSE_DATA, e.Wrapped, wrapAAD(tenant, person, e.Version))
+	k, err := s.keys.Get(ctx, tenant, person, create)
 	if err != nil {
-		return nil, fmt.Errorf("ledger secrets: unwrap %s/%s: %w", tenant, person, err)
+		return nil, fmt.Errorf("ledger secrets: %w", err)
 	}
-	defer clear(raw)
-	if len(raw) != secretSize {
-		return nil, fmt.Errorf("ledger secrets: %s/%s: secret of %d bytes", tenant, person, len(raw))
-	}
-	sec := derive(tenant, person, raw)
-	s.put(&cached{id: key(tenant, person), secret: sec})
-	return sec, nil
-}
-
-func (s *Store) create(ctx context.Context, tenant, person string) (*Secret, error) {
-	raw := make([]byte, secretSize)
-	rand.Read(raw)
-	defer clear(raw)
-	wrapped, err := s.ks.Wrap(ctx, tenant, alpv1.KeyPurpose_KEY_PURPOSE_DATA, raw, wrapAAD(tenant, person, version))
-	if err != nil {
-		return nil, fmt.Errorf("ledger secrets: wrap new secret of %s/%s: %w", tenant, person, err)
-	}
-	value, _ := json.Marshal(entry{Format: entryFormat, Version: version, Wrapped: wrapped, Created: s.opts.Now().UTC()})
-	if _, err := s.kv.Create(ctx, key(tenant, person), value); err != nil {
-		return nil, fmt.Errorf("ledger secrets: store secret of %s/%s: %w", tenant, person, err)
-	}
-	sec := derive(tenant, person, raw)
-	s.put(&cached{id: key(tenant, person), secret: sec})
-	return sec, nil
+	return k.Value, nil
 }
 
 // Erase purges the person's secret and leaves a tombstone, so no replica
@@ -238,70 +141,10 @@ func (s *Store) Erase(ctx context.Context, tenant, person string) error {
 	if err := validate(tenant, person); err != nil {
 		return err
 	}
-	id := key(tenant, person)
-	tomb, _ := json.Marshal(entry{Format: entryFormat, Erased: true, ErasedAt: s.opts.Now().UTC()})
-	for range retries {
-		if e, err := s.kv.Get(ctx, id); err == nil {
-			var cur entry
-			if json.Unmarshal(e.Value(), &cur) == nil && cur.Erased {
-				s.put(&cached{id: id})
-				return nil
-			}
-		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("ledger secrets: erase %s/%s: read: %w", tenant, person, err)
-		}
-		if err := s.kv.Purge(ctx, id); err != nil {
-			return fmt.Errorf("ledger secrets: erase %s/%s: purge: %w", tenant, person, err)
-		}
-		// Create succeeds only over the purge marker; a secret created
-		// elsewhere in between is purged on the next round.
-		if _, err := s.kv.Create(ctx, id, tomb); err == nil {
-			s.put(&cached{id: id})
-			return nil
-		} else if !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("ledger secrets: erase %s/%s: tombstone: %w", tenant, person, err)
-		}
+	if err := s.keys.Erase(ctx, tenant, person); err != nil {
+		return fmt.Errorf("ledger secrets: %w", err)
 	}
-	return fmt.Errorf("ledger secrets: erase %s/%s: key kept changing", tenant, person)
-}
-
-func (s *Store) cached(id string) (*cached, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	el, ok := s.cache[id]
-	if !ok {
-		return nil, false
-	}
-	c := el.Value.(*cached)
-	if c.secret != nil && !s.opts.Now().Before(c.expires) {
-		s.lru.Remove(el)
-		delete(s.cache, id)
-		return nil, false
-	}
-	s.lru.MoveToFront(el)
-	return c, true
-}
-
-func (s *Store) put(c *cached) {
-	if s.opts.CacheTTL < 0 || s.opts.CacheSize <= 0 {
-		return
-	}
-	c.expires = s.opts.Now().Add(s.opts.CacheTTL)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if el, ok := s.cache[c.id]; ok {
-		if el.Value.(*cached).secret == nil {
-			s.lru.MoveToFront(el) // erasure is final
-			return
-		}
-		s.lru.Remove(el)
-	}
-	s.cache[c.id] = s.lru.PushFront(c)
-	for s.lru.Len() > s.opts.CacheSize {
-		old := s.lru.Back()
-		s.lru.Remove(old)
-		delete(s.cache, old.Value.(*cached).id)
-	}
+	return nil
 }
 
 func mac(k []byte, parts ...[]byte) []byte {
