@@ -132,17 +132,7 @@ func (a *API) serveInclusion(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, e)
 		return
 	}
-	q, e := params(r, "index", "size")
-	var index, size uint64
-	if e == nil {
-		index, e = uintParam(q, "index", 0, true)
-	}
-	if e == nil {
-		size, e = uintParam(q, "size", 0, false)
-	}
-	if e == nil && q.Has("size") && size == 0 {
-		e = badParam("size must be at least 1")
-	}
+	index, size, e := sizePair(r, "index", "size")
 	if e != nil {
 		a.fail(w, r, e)
 		return
@@ -162,17 +152,7 @@ func (a *API) serveConsistency(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, e)
 		return
 	}
-	q, e := params(r, "from", "to")
-	var from, to uint64
-	if e == nil {
-		from, e = uintParam(q, "from", 0, true)
-	}
-	if e == nil {
-		to, e = uintParam(q, "to", 0, false)
-	}
-	if e == nil && q.Has("to") && to == 0 {
-		e = badParam("to must be at least 1")
-	}
+	from, to, e := sizePair(r, "from", "to")
 	if e != nil {
 		a.fail(w, r, e)
 		return
@@ -267,6 +247,25 @@ func params(r *http.Request, allowed ...string) (url.Values, *Error) {
 }
 
 // uintParam reads a decimal parameter.
+// sizePair reads the query's only parameters: first (required) and size
+// (optional, 0 when absent: "the latest checkpoint's", but at least 1 when
+// given).
+func sizePair(r *http.Request, first, size string) (uint64, uint64, *Error) {
+	q, e := params(r, first, size)
+	if e != nil {
+		return 0, 0, e
+	}
+	a, e := uintParam(q, first, 0, true)
+	if e != nil {
+		return 0, 0, e
+	}
+	b, e := uintParam(q, size, 0, false)
+	if e == nil && q.Has(size) && b == 0 {
+		e = badParam("%s must be at least 1", size)
+	}
+	return a, b, e
+}
+
 func uintParam(q url.Values, name string, def uint64, required bool) (uint64, *Error) {
 	if !q.Has(name) {
 		if required {
