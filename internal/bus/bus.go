@@ -286,8 +286,11 @@ func SourceID(ev *alpv1.Event) string {
 
 // MsgID is the Nats-Msg-Id of ev: hash(source event id, kind).
 func MsgID(ev *alpv1.Event) string {
-	return hashID(SourceID(ev), Kind(ev))
+	return MsgIDFor(SourceID(ev), Kind(ev))
 }
+
+// MsgIDFor is the Nats-Msg-Id of the kind of event a source event causes.
+func MsgIDFor(sourceID, kind string) string { return hashID(sourceID, kind) }
 
 func hashID(parts ...string) string {
 	h := sha256.New()
@@ -301,7 +304,11 @@ func hashID(parts ...string) string {
 // ErrInvalidEvent is returned for an event without header, id, tenant or body.
 var ErrInvalidEvent = errors.New("bus: invalid event")
 
-func (b *Bus) message(subject string, ev *alpv1.Event) (*nats.Msg, error) {
+// NewMsg renders ev for subject with the headers every publish carries
+// (Nats-Msg-Id, event type and id, producer role, tenant), after checking
+// that the event is complete. Writers that publish themselves (the
+// ledger's atomic batches) use it too.
+func NewMsg(subject string, ev *alpv1.Event) (*nats.Msg, error) {
 	h := ev.GetHeader()
 	kind := Kind(ev)
 	switch {
@@ -333,7 +340,7 @@ func (b *Bus) message(subject string, ev *alpv1.Event) (*nats.Msg, error) {
 // Publish stores ev on subject. A publish of the same (source, kind) inside
 // the dedupe window stores nothing and reports the first sequence.
 func (b *Bus) Publish(ctx context.Context, subject string, ev *alpv1.Event) (*jetstream.PubAck, error) {
-	msg, err := b.message(subject, ev)
+	msg, err := NewMsg(subject, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +366,7 @@ var ErrConflict = errors.New("bus: append conflict")
 // sequence of ev. A retry of an append that the server already stored (the
 // first attempt's ack was lost) returns that sequence, not a conflict.
 func (b *Bus) Append(ctx context.Context, subject string, expected uint64, ev *alpv1.Event) (uint64, error) {
-	msg, err := b.message(subject, ev)
+	msg, err := NewMsg(subject, ev)
 	if err != nil {
 		return 0, err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
@@ -82,27 +81,7 @@ func newEvent(req *Request) *alpv1.Event {
 }
 
 // MsgID is the Nats-Msg-Id of the leaf a source causes.
-func MsgID(sourceID string) string {
-	return bus.MsgID(&alpv1.Event{Header: &alpv1.EventHeader{CausationId: sourceID},
-		Body: &alpv1.Event_LedgerEntryAppended{LedgerEntryAppended: &alpv1.LedgerEntryAppended{}}})
-}
-
-// message renders ev with the headers bus.Publish sets.
-func message(subject string, ev *alpv1.Event) (*nats.Msg, error) {
-	data, err := proto.Marshal(ev)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: marshal leaf event: %w", err)
-	}
-	h := ev.GetHeader()
-	msg := nats.NewMsg(subject)
-	msg.Data = data
-	msg.Header.Set(jetstream.MsgIDHeader, bus.MsgID(ev))
-	msg.Header.Set(bus.HeaderEventType, Kind)
-	msg.Header.Set(bus.HeaderEventID, h.GetEventId())
-	msg.Header.Set(bus.HeaderProducerRole, h.GetProducerRole().String())
-	msg.Header.Set(bus.HeaderTenant, h.GetTenant())
-	return msg, nil
-}
+func MsgID(sourceID string) string { return bus.MsgIDFor(sourceID, Kind) }
 
 // Append adds the request's leaf at the end of the person's log and
 // returns where it is. Concurrent Appends to one log are published
@@ -292,7 +271,7 @@ func (s *Store) build(ls *logState, items []*pending, first uint64) (msgs []*nat
 			failed = append(failed, p)
 			continue
 		}
-		msg, err := message(ls.subject, s.ledgerEvent(p.req, index, leaf, opening))
+		msg, err := bus.NewMsg(ls.subject, s.ledgerEvent(p.req, index, leaf, opening))
 		if err != nil {
 			p.resolve(Result{}, err)
 			failed = append(failed, p)

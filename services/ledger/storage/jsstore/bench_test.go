@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/natstest"
 )
 
@@ -48,7 +49,7 @@ func benchAppend(b *testing.B, syncAlways bool, writers int) {
 	// The size of one leaf message, for the raw floor.
 	probe := request("p1", "probe")
 	leaf, _, _ := probe.Build(0)
-	msg, _ := message("x", s.ledgerEvent(&probe, 0, leaf, nil))
+	msg, _ := bus.NewMsg("x", s.ledgerEvent(&probe, 0, leaf, nil))
 	size := len(msg.Data)
 
 	n := b.N

@@ -12,8 +12,10 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
+	"github.com/alpd-project/alpd/services/ledger/storage"
 )
 
 // ErrInconsistent: the tree does not extend the log's previous checkpoint.
@@ -171,7 +173,7 @@ func (s *Store) signCheckpoint(ctx context.Context, ls *logState, size uint64, r
 		} else {
 			_, err = s.cps.Update(ctx, ls.key, val, rev)
 		}
-		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || isWrongLastSeq(err) {
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || bus.IsWrongLastSequence(err) {
 			continue // another replica signed in between: look again
 		}
 		if err != nil {
@@ -246,7 +248,7 @@ func (s *Store) CheckpointNow(ctx context.Context, tenant, person string) ([]byt
 		return nil, 0, fmt.Errorf("ledger: checkpoint of %s: %w", ls.subject, err)
 	}
 	if cp == nil {
-		return nil, 0, fmt.Errorf("%w: %s/%s", errNoLog, tenant, person)
+		return nil, 0, fmt.Errorf("%w: %s/%s", storage.ErrNoLog, tenant, person)
 	}
 	return cp.Note, cp.Size, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/ledgerlog"
 )
 
 // readBatch is how many leaves one batched direct get asks for, and
@@ -238,7 +239,7 @@ func (s *Store) checkTail(ctx context.Context, ls *logState) error {
 	if err != nil {
 		return err
 	}
-	if h != ledgerLeafHash(lm.leaf) {
+	if h != ledgerlog.LeafHash(lm.leaf) {
 		return fmt.Errorf("%w: leaf %d of %s differs from the snapshot", errStale, t.size-1, ls.subject)
 	}
 	return nil

@@ -16,12 +16,6 @@ import (
 	"github.com/alpd-project/alpd/services/ledger/storage"
 )
 
-var (
-	errNoLog       = storage.ErrNoLog
-	isWrongLastSeq = bus.IsWrongLastSequence
-	ledgerLeafHash = ledgerlog.LeafHash
-)
-
 // withLog runs fn on ls's tree, loaded and caught up with the stream, under
 // the log's lock. A stale snapshot met while reading tiles makes the tree
 // be rebuilt from the stream, and fn run once more.
