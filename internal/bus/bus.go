@@ -290,9 +290,12 @@ func MsgID(ev *alpv1.Event) string {
 }
 
 // MsgIDFor is the Nats-Msg-Id of the kind of event a source event causes.
-func MsgIDFor(sourceID, kind string) string { return hashID(sourceID, kind) }
+func MsgIDFor(sourceID, kind string) string { return HashID(sourceID, kind) }
 
-func hashID(parts ...string) string {
+// HashID is a short stable id of parts (the first 16 bytes of SHA-256 over
+// the NUL-terminated parts, in hex): Msg-Ids and ids derived from what a
+// command is about.
+func HashID(parts ...string) string {
 	h := sha256.New()
 	for _, p := range parts {
 		h.Write([]byte(p))

@@ -292,7 +292,7 @@ func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
 			return
 		}
 	}
-	seenKey := c.name + "." + hashID(ev.GetHeader().GetEventId())
+	seenKey := c.name + "." + HashID(ev.GetHeader().GetEventId())
 	if _, err := c.seen.Get(ctx, seenKey); err == nil {
 		c.b.metrics.duplicates.WithLabelValues(c.name).Inc()
 		_ = msg.Ack()
@@ -346,7 +346,7 @@ func (c *Consumer) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstr
 	for k, v := range msg.Headers() {
 		dl.Header[k] = v
 	}
-	dl.Header.Set(jetstream.MsgIDHeader, hashID("deadletter", c.name, md.Stream, strconv.FormatUint(md.Sequence.Stream, 10)))
+	dl.Header.Set(jetstream.MsgIDHeader, HashID("deadletter", c.name, md.Stream, strconv.FormatUint(md.Sequence.Stream, 10)))
 	dl.Header.Set(HeaderDeadLetterReason, reason)
 	dl.Header.Set(HeaderDeadLetterConsumer, c.name)
 	dl.Header.Set(HeaderDeadLetterSubject, msg.Subject())

@@ -2,13 +2,12 @@ package ledger
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 	"github.com/alpd-project/alpd/services/ledger/storage"
 	"github.com/alpd-project/alpd/services/ledger/storage/jsstore"
@@ -131,11 +130,4 @@ func (s *Service) findLeaf(ctx context.Context, tenant, personID string, ref Lea
 
 // commandID derives the source id of a command from what it is about, so
 // that a retried command is recognised as the same one.
-func commandID(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return parts[0] + ":" + hex.EncodeToString(h.Sum(nil)[:16])
-}
+func commandID(parts ...string) string { return parts[0] + ":" + bus.HashID(parts...) }
