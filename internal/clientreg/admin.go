@@ -182,24 +182,40 @@ func actorCtx(ctx context.Context, sess *signin.Session) context.Context {
 	return identitystore.WithActor(ctx, &alpv1.Actor{Kind: alpv1.ActorKind_ACTOR_KIND_PERSON, Id: sess.PersonID})
 }
 
-func (reg *Registrar) serveRegisterClient(w http.ResponseWriter, r *http.Request) {
+// adminPost admits an admin's POST with a JSON body read into req, or
+// answers the refusal itself.
+func (reg *Registrar) adminPost(w http.ResponseWriter, r *http.Request, req any) (*signin.Session, bool) {
 	if r.Method != http.MethodPost {
 		methodNotAllowed(w, http.MethodPost)
-		return
+		return nil, false
 	}
 	sess, ok := reg.admin(w, r)
 	if !ok {
-		return
+		return nil, false
 	}
-	var req AdminClientRequest
-	if e := readJSONBody(w, r, reg.cfg.MaxBodyBytes, &req, true); e != nil {
+	if e := readJSONBody(w, r, reg.cfg.MaxBodyBytes, req, true); e != nil {
 		signin.WriteError(w, bodyAPIError(e))
+		return nil, false
+	}
+	return sess, true
+}
+
+// requiredName is checkClientName for a field that must be given.
+func requiredName(field, v string) (string, *metadataError) {
+	name, merr := checkClientName(field, v)
+	if merr == nil && name == "" {
+		merr = badMetadata("%s: required", field)
+	}
+	return name, merr
+}
+
+func (reg *Registrar) serveRegisterClient(w http.ResponseWriter, r *http.Request) {
+	var req AdminClientRequest
+	sess, ok := reg.adminPost(w, r, &req)
+	if !ok {
 		return
 	}
-	name, merr := checkClientName("name", req.Name)
-	if merr == nil && name == "" {
-		merr = badMetadata("name: required")
-	}
+	name, merr := requiredName("name", req.Name)
 	if merr != nil {
 		signin.WriteError(w, apiError(http.StatusBadRequest, merr.code, merr.desc))
 		return
@@ -259,23 +275,12 @@ func (reg *Registrar) serveRegisterClient(w http.ResponseWriter, r *http.Request
 }
 
 func (reg *Registrar) serveAttestation(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		methodNotAllowed(w, http.MethodPost)
-		return
-	}
-	sess, ok := reg.admin(w, r)
+	var req AttestationRequest
+	sess, ok := reg.adminPost(w, r, &req)
 	if !ok {
 		return
 	}
-	var req AttestationRequest
-	if e := readJSONBody(w, r, reg.cfg.MaxBodyBytes, &req, true); e != nil {
-		signin.WriteError(w, bodyAPIError(e))
-		return
-	}
-	att, merr := checkClientName("vendor_attestation", req.VendorAttestation)
-	if merr == nil && att == "" {
-		merr = badMetadata("vendor_attestation: required")
-	}
+	att, merr := requiredName("vendor_attestation", req.VendorAttestation)
 	if merr != nil {
 		signin.WriteError(w, apiError(http.StatusBadRequest, merr.code, merr.desc))
 		return
