@@ -46,8 +46,11 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request, text bool) 
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(int64(a.cfg.Message.MaxMessageBytes))
-	conn := &wsConn{api: a, c: c, text: text, authorization: r.Header.Get("Authorization"),
+	conn := &wsConn{api: a, c: c, frame: websocket.MessageBinary, media: mediaCBOR, authorization: r.Header.Get("Authorization"),
 		rate: rate.NewLimiter(rate.Limit(a.cfg.WSMessageRate.Limit), a.cfg.WSMessageRate.Burst)}
+	if text {
+		conn.frame, conn.media = websocket.MessageText, mediaJSON
+	}
 	conn.serve(r.Context())
 }
 
@@ -78,9 +81,11 @@ func (a *API) checkOrigin(r *http.Request) *apiError {
 
 // wsConn is one agent's WebSocket.
 type wsConn struct {
-	api           *API
-	c             *websocket.Conn
-	text          bool
+	api *API
+	c   *websocket.Conn
+	// frame and media: binary CBOR on /nlip/ws, text JSON on /nlip/ws/text.
+	frame         websocket.MessageType
+	media         string
 	authorization string
 	rate          *rate.Limiter
 }
@@ -113,13 +118,9 @@ func (w *wsConn) serve(ctx context.Context) {
 // handle answers one frame. closeWith, when set, ends the connection after
 // the reply (the credential no longer holds).
 func (w *wsConn) handle(ctx context.Context, typ websocket.MessageType, data []byte) (reply *nlip.Message, closeWith string) {
-	want, media := websocket.MessageBinary, mediaCBOR
-	if w.text {
-		want, media = websocket.MessageText, mediaJSON
-	}
-	if typ != want {
+	if typ != w.frame {
 		return errorMessage(newError(http.StatusUnsupportedMediaType, "wrong_frame_type",
-			"this endpoint takes one NLIP message per %s frame", map[bool]string{true: "text (JSON)", false: "binary (CBOR)"}[w.text])), ""
+			"this endpoint takes one NLIP message (%s) per %s frame", w.media, w.frame)), ""
 	}
 	if !w.rate.Allow() {
 		e := newError(http.StatusTooManyRequests, "rate_limited", "too many messages on this connection; slow down")
@@ -135,10 +136,10 @@ func (w *wsConn) handle(ctx context.Context, typ websocket.MessageType, data []b
 	if aerr := w.api.limits.allow(p, time.Now()); aerr != nil {
 		return errorMessage(aerr), ""
 	}
-	m, err := decode(media, data, w.api.cfg.Message)
+	m, err := decode(w.media, data, w.api.cfg.Message)
 	if err != nil {
 		e := classify(err)
-		if !w.text {
+		if w.media == mediaCBOR {
 			e.Message = cborFallback + " (" + e.Message + ")"
 		}
 		return errorMessage(e), ""
@@ -151,15 +152,11 @@ func (w *wsConn) handle(ctx context.Context, typ websocket.MessageType, data []b
 }
 
 func (w *wsConn) write(ctx context.Context, m *nlip.Message) error {
-	typ, media := websocket.MessageBinary, mediaCBOR
-	if w.text {
-		typ, media = websocket.MessageText, mediaJSON
-	}
-	data, err := encode(media, m)
+	data, err := encode(w.media, m)
 	if err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	return w.c.Write(wctx, typ, data)
+	return w.c.Write(wctx, w.frame, data)
 }
