@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/alpd-project/alpd/broker"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
@@ -216,6 +218,20 @@ func TestRecheckWithDex(t *testing.T) {
 	if got := logs.lines(t, failed); len(got) != 0 {
 		t.Fatalf("a good re-check was logged as failed: %v", got)
 	}
+	// Each of them stored the IdP's rotated token: the sign-in's grant and
+	// three more.
+	st, err := b.Bus().JetStream().Stream(ctx, "ALPD_IDENTITY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anaGrants := "alp.identity.example_org.idptoken." + id["ana"]
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(anaGrants))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[anaGrants]; n != 4 {
+		t.Fatalf("%d grants stored for ana, want 4 (sign-in and three re-checks)", n)
+	}
 
 	// The new ID token fails its checks: the re-check fails (within the
 	// grace period), the rotated token is kept and works next time.
@@ -267,11 +283,7 @@ func TestRecheckWithDex(t *testing.T) {
 		t.Fatal("an address in the logs")
 	}
 	// The kept grant (refresh token and nonce) is sealed on the stream.
-	st, err := b.Bus().JetStream().Stream(ctx, "ALPD_IDENTITY")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := st.GetLastMsgForSubject(ctx, "alp.identity.example_org.idptoken."+id["ana"])
+	m, err := st.GetLastMsgForSubject(ctx, anaGrants)
 	if err != nil {
 		t.Fatal(err)
 	}
