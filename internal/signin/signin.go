@@ -5,8 +5,9 @@
 // (checked at discovery and in every ID token), its client, and optionally
 // its tenant id (the Entra "tid" claim). Sign-in is the authorization code
 // flow with PKCE (S256) and a nonce, scopes openid profile email
-// offline_access plus the tenant's TenantIdP.Scopes; the state, PKCE verifier, nonce and return path live in a
-// short-lived signed and encrypted cookie bound to the state.
+// offline_access plus the tenant's TenantIdP.Scopes; the state, PKCE
+// verifier, nonce and return path live in a short-lived signed and
+// encrypted cookie bound to the state.
 //
 // A person is bound to (issuer, subject) through the Binder, which answers
 // an opaque person id. The address comes, in this order, from the
