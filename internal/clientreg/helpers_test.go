@@ -133,7 +133,7 @@ var users = []testidp.User{
 
 type noKeeper struct{}
 
-func (noKeeper) KeepRefreshToken(context.Context, string, string, string) error { return nil }
+func (noKeeper) KeepRefreshToken(context.Context, string, string, signin.IdPGrant) error { return nil }
 
 func newWeb(t *testing.T, e *env, tweak func(*clientreg.Config)) *web {
 	t.Helper()

@@ -121,6 +121,9 @@ type IdP struct {
 	// address (provisioned by the organization).
 	Directory  map[string]string `yaml:"directory"`
 	RolesClaim string            `yaml:"roles_claim"`
+	// Scopes are asked for besides openid profile email offline_access,
+	// e.g. groups for an IdP that sends the groups claim only when asked.
+	Scopes []string `yaml:"scopes"`
 }
 
 // TestIdP is the in-process test OpenID provider. alpd refuses it on a

@@ -195,6 +195,25 @@ func TestValidateRules(t *testing.T) {
 		{"idp no client", func(c *Config) {
 			c.Identity.IdPs = []IdP{{Tenant: "example.org", Issuer: "https://idp.example"}}
 		}, "config: identity.idps[0].client_id: is required", ""},
+		{"idp scope openid", func(c *Config) {
+			c.Identity.IdPs = []IdP{{Tenant: "example.org", Issuer: "https://idp.example", ClientID: "x", Scopes: []string{"groups", "openid"}}}
+		}, `config: identity.idps[0].scopes[1]: "openid" is always requested`, ""},
+		{"idp scope twice", func(c *Config) {
+			c.Identity.IdPs = []IdP{{Tenant: "example.org", Issuer: "https://idp.example", ClientID: "x", Scopes: []string{"groups", "groups"}}}
+		}, `config: identity.idps[0].scopes[1]: "groups" is listed twice`, ""},
+		{"idp scope with space", func(c *Config) {
+			c.Identity.IdPs = []IdP{{Tenant: "example.org", Issuer: "https://idp.example", ClientID: "x", Scopes: []string{"groups roles"}}}
+		}, `config: identity.idps[0].scopes[0]: "groups roles" is not a scope token`, ""},
+		{"idp scope empty", func(c *Config) {
+			c.Identity.IdPs = []IdP{{Tenant: "example.org", Issuer: "https://idp.example", ClientID: "x", Scopes: []string{""}}}
+		}, `config: identity.idps[0].scopes[0]: "" is not a scope token`, ""},
+		{"idp too many scopes", func(c *Config) {
+			var many []string
+			for i := range MaxIdPScopes + 1 {
+				many = append(many, fmt.Sprintf("s%d", i))
+			}
+			c.Identity.IdPs = []IdP{{Tenant: "example.org", Issuer: "https://idp.example", ClientID: "x", Scopes: many}}
+		}, "config: identity.idps[0].scopes: at most 16 extra scopes (got 17)", ""},
 		{"test idp public", func(c *Config) {
 			c.Identity.TestIdP = TestIdP{Enabled: true, Listen: "0.0.0.0:9000", Users: []TestUser{{"ana", "pw", nil}}}
 		}, "config: identity.test_idp.listen:", ""},
@@ -310,6 +329,9 @@ func TestValidateAccepts(t *testing.T) {
 				MaxDeliver: 1, AckWait: time.Second, SeenTTL: time.Second + 1}
 		}},
 		{"bus maximums", func(c *Config) { c.Bus.MaxDeliver = 100 }},
+		{"idp extra scopes", func(c *Config) {
+			c.Identity.IdPs = []IdP{{Tenant: "example.org", Issuer: "https://idp.example", ClientID: "x", Scopes: []string{"groups", "urn:example:scope/read"}}}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

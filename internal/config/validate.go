@@ -25,7 +25,15 @@ const (
 	MinEventMaxAge   = time.Hour
 	MinAckWait       = time.Second
 	maxBrokerNameLen = 32
+	// MaxIdPScopes bounds identity.idps[].scopes (they go into every
+	// authorization URL); it matches internal/signin's MaxExtraScopes.
+	MaxIdPScopes   = 16
+	maxIdPScopeLen = 128
 )
+
+// alwaysRequestedScopes are the scopes every sign-in asks for
+// (internal/signin.Scopes); identity.idps[].scopes lists only others.
+var alwaysRequestedScopes = []string{"openid", "profile", "email", "offline_access"}
 
 // fieldError is one violated rule, at one key path.
 type fieldError struct {
@@ -249,6 +257,22 @@ func (c *Config) validate() []fieldError {
 			if problem := checkFile(idp.ClientSecretFile); problem != "" {
 				bad(path+".client_secret_file", "%s", problem)
 			}
+		}
+		if len(idp.Scopes) > MaxIdPScopes {
+			bad(path+".scopes", "at most %d extra scopes (got %d)", MaxIdPScopes, len(idp.Scopes))
+		}
+		seenScope := map[string]bool{}
+		for j, sc := range idp.Scopes {
+			spath := fmt.Sprintf("%s.scopes[%d]", path, j)
+			switch {
+			case sc == "" || len(sc) > maxIdPScopeLen || strings.ContainsFunc(sc, func(r rune) bool { return r < 0x21 || r > 0x7e || r == '"' || r == '\\' }):
+				bad(spath, "%q is not a scope token (1 to %d printable ASCII characters without space, '\"' or '\\')", sc, maxIdPScopeLen)
+			case slices.Contains(alwaysRequestedScopes, sc):
+				bad(spath, "%q is always requested; list only extra scopes", sc)
+			case seenScope[sc]:
+				bad(spath, "%q is listed twice", sc)
+			}
+			seenScope[sc] = true
 		}
 	}
 	if tp := c.Identity.TestIdP; tp.Enabled {

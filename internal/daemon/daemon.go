@@ -204,6 +204,7 @@ func (d *Daemon) identityProviders(cfg config.Config) ([]signin.TenantIdP, error
 			Tenant: idp.Tenant, Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: secret,
 			TenantID: idp.TenantID, AddressClaim: idp.AddressClaim, VerifiedDomains: idp.VerifiedDomains,
 			EmailDomains: idp.EmailDomains, Directory: idp.Directory, RolesClaim: idp.RolesClaim,
+			Scopes: idp.Scopes,
 		})
 	}
 	tp := cfg.Identity.TestIdP

@@ -135,7 +135,7 @@ func (r *recheck) set(err error) {
 
 type nopKeeper struct{}
 
-func (nopKeeper) KeepRefreshToken(context.Context, string, string, string) error { return nil }
+func (nopKeeper) KeepRefreshToken(context.Context, string, string, signin.IdPGrant) error { return nil }
 
 // harness is a broker hosting tenants A and B: identity store on a real
 // JetStream, key store, sign-in through two test IdPs, and the

@@ -310,7 +310,7 @@ func (t *tenantAS) RefreshToken(ctx context.Context, cr *op.ClientRequest[oidc.R
 		if err := rc.Recheck(ctx, t.tenant, g.PersonID); err != nil {
 			if errors.Is(err, ErrPersonDisabled) || errors.Is(err, signin.ErrIdPRefused) {
 				t.s.log.WarnContext(ctx, "oauthas: person disabled at their IdP; revoking their agents", "tenant", t.tenant,
-					"person_id", g.PersonID)
+					"person_id", g.PersonID, "reason", err.Error())
 				if rerr := t.s.deps.Store.RevokePersonAgents(ctx, t.tenant, g.PersonID, ReasonPersonDisabled); rerr != nil {
 					t.s.log.ErrorContext(ctx, "oauthas: revoking a disabled person's agents", "tenant", t.tenant,
 						"person_id", g.PersonID, "err", rerr)

@@ -20,6 +20,11 @@ const (
 	DefaultFreshMaxAge = 5 * time.Minute
 	DefaultRolesClaim  = "roles"
 
+	// MaxExtraScopes and MaxScopeLen bound TenantIdP.Scopes: they all go
+	// into every authorization URL.
+	MaxExtraScopes = 16
+	MaxScopeLen    = 128
+
 	// flowTTL bounds how long a sign-in may take between /signin and the
 	// callback.
 	flowTTL = 10 * time.Minute
@@ -70,6 +75,11 @@ type TenantIdP struct {
 	// RolesClaim names the claim carrying the person's app roles (a string
 	// or an array of strings). Default "roles".
 	RolesClaim string
+	// Scopes are asked for besides openid, profile, email and
+	// offline_access, e.g. "groups" for an IdP (Dex, Okta) that sends the
+	// groups claim only when asked. At most MaxExtraScopes scope tokens
+	// (RFC 6749 §3.3), no duplicates.
+	Scopes []string
 }
 
 // Config configures the sign-in service.
@@ -253,6 +263,10 @@ func normalizeTenant(t TenantIdP) (*tenantConfig, []string) {
 	if tc.RolesClaim == "" {
 		tc.RolesClaim = DefaultRolesClaim
 	}
+	for _, problem := range scopeProblems(t.Scopes) {
+		bad("Scopes: %s", problem)
+	}
+	tc.Scopes = slices.Clone(t.Scopes)
 	if tc.AddressClaim != "" && slices.Contains(forbiddenAddressClaims, tc.AddressClaim) {
 		bad("AddressClaim %q is not an immutable identifier; use e.g. \"oid\" or \"upn\" (the email claim is governed by EmailDomains)", tc.AddressClaim)
 	}
@@ -310,4 +324,32 @@ func normalizeTenant(t TenantIdP) (*tenantConfig, []string) {
 		return nil, errs
 	}
 	return tc, nil
+}
+
+// scopeProblems checks a tenant's extra scopes: each a scope token (RFC
+// 6749 §3.3: printable ASCII without space, '"' or '\') of at most
+// MaxScopeLen bytes, none of the scopes always asked for, no duplicates, at
+// most MaxExtraScopes. It returns one message per problem.
+func scopeProblems(scopes []string) []string {
+	var out []string
+	if len(scopes) > MaxExtraScopes {
+		out = append(out, fmt.Sprintf("at most %d extra scopes (got %d)", MaxExtraScopes, len(scopes)))
+	}
+	seen := map[string]bool{}
+	for _, sc := range scopes {
+		switch {
+		case sc == "":
+			out = append(out, "an empty scope")
+		case len(sc) > MaxScopeLen:
+			out = append(out, fmt.Sprintf("scope %.20q… is longer than %d bytes", sc, MaxScopeLen))
+		case strings.ContainsFunc(sc, func(r rune) bool { return r < 0x21 || r > 0x7e || r == '"' || r == '\\' }):
+			out = append(out, fmt.Sprintf("%q is not a scope token (printable ASCII without space, '\"' or '\\')", sc))
+		case slices.Contains(Scopes, sc):
+			out = append(out, fmt.Sprintf("%q is always requested; list only extra scopes", sc))
+		case seen[sc]:
+			out = append(out, fmt.Sprintf("%q is listed twice", sc))
+		}
+		seen[sc] = true
+	}
+	return out
 }

@@ -260,7 +260,8 @@ func (s *Service) complete(ctx context.Context, r *http.Request, t *tenant, f *f
 	if personID == "" {
 		return nil, newError(http.StatusInternalServerError, CodeBindFailed, "could not bind the person")
 	}
-	if err := s.keeper.KeepRefreshToken(ctx, t.Tenant, personID, tokens.RefreshToken); err != nil {
+	grant := IdPGrant{RefreshToken: tokens.RefreshToken, Nonce: f.Nonce, Subject: claims.Subject}
+	if err := s.keeper.KeepRefreshToken(ctx, t.Tenant, personID, grant); err != nil {
 		return nil, wrapDependency(err, CodeRefreshKeepFailed, "could not store the IdP refresh token")
 	}
 

@@ -64,7 +64,10 @@ type bindCall struct {
 	Roles                            []string
 }
 
-type keepCall struct{ Tenant, PersonID, RefreshToken string }
+type keepCall struct {
+	Tenant, PersonID, RefreshToken string
+	Grant                          signin.IdPGrant
+}
 
 type fakeBinder struct {
 	mu    sync.Mutex
@@ -95,10 +98,10 @@ type fakeKeeper struct {
 	calls []keepCall
 }
 
-func (k *fakeKeeper) KeepRefreshToken(_ context.Context, tenant, personID, rt string) error {
+func (k *fakeKeeper) KeepRefreshToken(_ context.Context, tenant, personID string, g signin.IdPGrant) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.calls = append(k.calls, keepCall{tenant, personID, rt})
+	k.calls = append(k.calls, keepCall{tenant, personID, g.RefreshToken, g})
 	return nil
 }
 
@@ -143,6 +146,10 @@ type harness struct {
 
 type harnessOpts struct {
 	plainHTTP bool // http + Insecure instead of https
+	// mainIdP and mainTenant adjust the main tenant's test IdP and its
+	// TenantIdP before they start.
+	mainIdP    func(*testidp.Config)
+	mainTenant func(*signin.TenantIdP)
 }
 
 func newHarness(t *testing.T, opts harnessOpts) *harness {
@@ -161,7 +168,11 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		return []testidp.Client{{ID: clientID, Secret: clientSecret, RedirectURIs: []string{cb(tenant)}}}
 	}
 
-	h.idp = startIdP(t, testidp.Config{TenantID: mainTID, AutoLogin: true, Users: mainUsers, Clients: client(mainTenant)})
+	mainCfg := testidp.Config{TenantID: mainTID, AutoLogin: true, Users: mainUsers, Clients: client(mainTenant)}
+	if opts.mainIdP != nil {
+		opts.mainIdP(&mainCfg)
+	}
+	h.idp = startIdP(t, mainCfg)
 	h.otherIdP = startIdP(t, testidp.Config{TenantID: otherIdPTID, AutoLogin: true,
 		Users:   []testidp.User{{Subject: "sub-olga", Username: "olga"}},
 		Clients: client(otherTenant)})
@@ -199,6 +210,9 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 				Directory: map[string]string{"sub:sub-nina": "nina@nooffline.example"},
 			},
 		},
+	}
+	if opts.mainTenant != nil {
+		opts.mainTenant(&cfg.Tenants[0])
 	}
 	svc, err := signin.New(t.Context(), cfg, h.binder, h.keeper)
 	if err != nil {

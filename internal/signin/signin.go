@@ -5,8 +5,9 @@
 // (checked at discovery and in every ID token), its client, and optionally
 // its tenant id (the Entra "tid" claim). Sign-in is the authorization code
 // flow with PKCE (S256) and a nonce, scopes openid profile email
-// offline_access; the state, PKCE verifier, nonce and return path live in a
-// short-lived signed and encrypted cookie bound to the state.
+// offline_access plus the tenant's TenantIdP.Scopes; the state, PKCE
+// verifier, nonce and return path live in a short-lived signed and
+// encrypted cookie bound to the state.
 //
 // A person is bound to (issuer, subject) through the Binder, which answers
 // an opaque person id. The address comes, in this order, from the
@@ -17,8 +18,9 @@
 // email_verified is true and the domain is allow-listed (EmailDomains). No
 // address means 403 and nothing is stored. App roles (RolesClaim, default
 // "roles") become session attributes for policy. The IdP refresh token
-// (offline_access) goes to the RefreshKeeper, to be stored sealed; an IdP
-// that grants none fails the sign-in.
+// (offline_access), with the sign-in's nonce and subject (an IdPGrant),
+// goes to the RefreshKeeper, to be stored sealed; an IdP that grants none
+// fails the sign-in. Refresh uses it later to re-check the person.
 //
 // A fresh sign-in (/signin?fresh=1) asks the IdP for max_age=0 and
 // prompt=login and accepts only an auth_time newer than the sign-in's
@@ -49,6 +51,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/gorilla/securecookie"
@@ -65,13 +68,14 @@ type Binder interface {
 	BindPerson(ctx context.Context, tenant, issuer, subject, address string, roles []string) (personID string, err error)
 }
 
-// RefreshKeeper stores the person's IdP refresh token (sealed); a newer
-// token replaces an older one. It may return an *Error.
+// RefreshKeeper stores the person's IdP grant (sealed: the refresh token
+// and the sign-in's nonce); a newer grant replaces an older one. It may
+// return an *Error.
 type RefreshKeeper interface {
-	KeepRefreshToken(ctx context.Context, tenant, personID, refreshToken string) error
+	KeepRefreshToken(ctx context.Context, tenant, personID string, grant IdPGrant) error
 }
 
-// Scopes requested from every IdP.
+// Scopes requested from every IdP, before the tenant's TenantIdP.Scopes.
 var Scopes = []string{oidc.ScopeOpenID, oidc.ScopeProfile, oidc.ScopeEmail, oidc.ScopeOfflineAccess}
 
 // Paths served by Handler.
@@ -156,7 +160,8 @@ func New(ctx context.Context, cfg Config, binder Binder, keeper RefreshKeeper) (
 	for _, tc := range tcs {
 		callback := origin + PathCallback + url.PathEscape(tc.Tenant)
 		issuer := tc.Issuer
-		relying, err := rp.NewRelyingPartyOIDC(ctx, issuer, tc.ClientID, tc.ClientSecret, callback, Scopes,
+		scopes := append(slices.Clone(Scopes), tc.Scopes...)
+		relying, err := rp.NewRelyingPartyOIDC(ctx, issuer, tc.ClientID, tc.ClientSecret, callback, scopes,
 			rp.WithPKCE(rpCookies),
 			rp.WithHTTPClient(ncfg.HTTPClient),
 			rp.WithVerifierOpts(

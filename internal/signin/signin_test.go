@@ -616,6 +616,11 @@ func TestConfigValidation(t *testing.T) {
 			c.Tenants[0].Directory = map[string]string{"sub:x": "Alice <alice@example.org>"}
 		}, "Directory[\"sub:x\"]"},
 		{"directory domain", func(c *signin.Config) { c.Tenants[0].Directory = map[string]string{"sub:x": "alice@evil.example"} }, "VerifiedDomains"},
+		{"scope openid", func(c *signin.Config) { c.Tenants[0].Scopes = []string{"groups", "openid"} }, `"openid" is always requested`},
+		{"scope twice", func(c *signin.Config) { c.Tenants[0].Scopes = []string{"groups", "groups"} }, `"groups" is listed twice`},
+		{"scope with space", func(c *signin.Config) { c.Tenants[0].Scopes = []string{"groups roles"} }, "not a scope token"},
+		{"scope with quote", func(c *signin.Config) { c.Tenants[0].Scopes = []string{`gro"ups`} }, "not a scope token"},
+		{"empty scope", func(c *signin.Config) { c.Tenants[0].Scopes = []string{""} }, "an empty scope"},
 		{"discovery down", func(c *signin.Config) { c.Tenants[0].Issuer = closedURL }, "tenant \"example.org\": OpenID discovery"},
 		{"issuer mismatch", func(c *signin.Config) { c.Tenants[0].Issuer = idp.Issuer() + "/" }, "issuer"},
 	} {
@@ -658,11 +663,11 @@ func TestRefreshRecheck(t *testing.T) {
 	if len(calls) == 0 {
 		t.Fatal("no refresh token kept")
 	}
-	refresh := calls[len(calls)-1].RefreshToken
+	refresh := calls[len(calls)-1].Grant
 	ctx := context.Background()
 	next, err := h.svc.Refresh(ctx, mainTenant, refresh)
-	if err != nil || next == "" {
-		t.Fatalf("refresh: %q %v", next, err)
+	if err != nil || next.RefreshToken == "" || next.RefreshToken == refresh.RefreshToken {
+		t.Fatalf("refresh: %+v %v", next, err)
 	}
 	h.idp.SetDown(true)
 	if _, err := h.svc.Refresh(ctx, mainTenant, next); !errors.Is(err, signin.ErrIdPUnavailable) {
@@ -674,7 +679,7 @@ func TestRefreshRecheck(t *testing.T) {
 	if !errors.Is(err, signin.ErrIdPRefused) {
 		t.Fatalf("disabled user: %v", err)
 	}
-	if strings.Contains(err.Error(), next) {
+	if strings.Contains(err.Error(), next.RefreshToken) {
 		t.Fatal("refresh token in the error")
 	}
 	if _, err := h.svc.Refresh(ctx, "nobody.example", next); err == nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+
 	"github.com/alpd-project/alpd/internal/loopback"
 )
 
@@ -64,6 +66,25 @@ type Config struct {
 	// SessionLifetime bounds the IdP's own single sign-on session (the
 	// cookie that lets a second authorization request skip the login).
 	SessionLifetime time.Duration
+
+	// RolesScope, when set, is a scope the client must ask for (and the
+	// IdP then grants) for the roles claim to be emitted at all, like the
+	// "groups" scope of Dex and Okta. Empty: the roles claim is always
+	// emitted (like Entra app roles).
+	RolesScope string
+
+	// Behaviours of real IdPs that differ from zitadel/oidc's, for the
+	// relying party's regression tests.
+	//
+	// NonceInRefreshedIDToken puts the sign-in's nonce into ID tokens
+	// issued on the refresh grant, as Dex does (OIDC Core §12.2 allows it;
+	// zitadel/oidc omits it).
+	NonceInRefreshedIDToken bool
+	// DeadRefreshTokenError, when set, is the OAuth error code answered for
+	// a refresh grant whose refresh token is dead (unknown, expired, reused,
+	// or of a disabled user) instead of RFC 6749's invalid_grant; Dex
+	// answers "invalid_request".
+	DeadRefreshTokenError string
 
 	// Logger receives testidp's own log lines; nil discards them. Note that
 	// zitadel/oidc's op package logs through slog.Default().
@@ -131,6 +152,12 @@ func (cfg Config) normalize() (Config, error) {
 	}
 	if slices.Contains(reservedClaims, out.RolesClaim) {
 		errs = append(errs, fmt.Errorf("testidp: RolesClaim %q would shadow a standard claim", out.RolesClaim))
+	}
+	if sc := out.RolesScope; sc != "" && (!oauthToken(sc, false) || slices.Contains(standardScopes, sc)) {
+		errs = append(errs, fmt.Errorf("testidp: RolesScope %q must be a scope token other than the standard scopes", sc))
+	}
+	if code := out.DeadRefreshTokenError; code != "" && !oauthToken(code, true) {
+		errs = append(errs, fmt.Errorf("testidp: DeadRefreshTokenError %q is not an OAuth error code", code))
 	}
 	for _, d := range []struct {
 		name string
@@ -220,4 +247,15 @@ func checkIssuer(raw string, allowNonLoopback bool) (string, error) {
 		return "", fmt.Errorf("testidp: refusing non-loopback issuer %q: testidp is a test tool with known passwords and only serves 127.0.0.0/8, ::1 or localhost unless Config.AllowNonLoopback is set", raw)
 	}
 	return strings.TrimSuffix(u.String(), "/"), nil
+}
+
+// standardScopes are the scopes op grants to every client.
+var standardScopes = []string{oidc.ScopeOpenID, oidc.ScopeProfile, oidc.ScopeEmail, oidc.ScopePhone, oidc.ScopeAddress, oidc.ScopeOfflineAccess}
+
+// oauthToken reports whether s is an RFC 6749 scope token (NQCHAR, §3.3)
+// or, with space, an error code (NQSCHAR, §5.2).
+func oauthToken(s string, space bool) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return (r < 0x21 && !(space && r == ' ')) || r > 0x7e || r == '"' || r == '\\'
+	})
 }

@@ -23,8 +23,11 @@
 // Config.AllowNonLoopback is set: its users and passwords are test data.
 //
 // Test hooks: DisableUser/EnableUser (a disabled user's refresh tokens fail
-// with invalid_grant and new sign-ins are denied) and SetDown (the token
-// endpoint answers 503).
+// with invalid_grant and new sign-ins are denied), SetDown (the token
+// endpoint answers 503) and SetRefreshedIDTokenNonce (refreshed ID tokens
+// carry a foreign nonce). Config switches reproduce other IdPs' behaviour:
+// NonceInRefreshedIDToken and DeadRefreshTokenError (Dex), RolesScope (Dex's
+// and Okta's groups scope).
 package testidp
 
 import (
@@ -101,6 +104,9 @@ func New(cfg Config) (*IdP, error) {
 		SupportedScopes:       []string{oidc.ScopeOpenID, oidc.ScopeProfile, oidc.ScopeEmail, oidc.ScopeOfflineAccess},
 		SupportedClaims:       append(append([]string{}, op.DefaultSupportedClaims...), "tid", "oid", ncfg.RolesClaim),
 	}
+	if ncfg.RolesScope != "" {
+		opCfg.SupportedScopes = append(opCfg.SupportedScopes, ncfg.RolesScope)
+	}
 	issuerFn := func(bool) (op.IssuerFromRequest, error) {
 		return func(*http.Request) string { return idp.Issuer() }, nil
 	}
@@ -127,6 +133,10 @@ func New(cfg Config) (*IdP, error) {
 				"error":             "temporarily_unavailable",
 				"error_description": "testidp is set down",
 			})
+			return
+		}
+		if ncfg.DeadRefreshTokenError != "" && r.URL.Path == tokenPath {
+			idp.serveDeadRefreshTokenError(w, r, mux)
 			return
 		}
 		mux.ServeHTTP(w, r)

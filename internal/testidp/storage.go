@@ -42,6 +42,9 @@ type storage struct {
 	retired       map[string]retiredToken // rotated-out refresh tokens, for reuse detection
 	sessions      map[string]*session
 	lastSweep     time.Time
+	// refreshNonce, when set, replaces the nonce of refreshed ID tokens
+	// (IdP.SetRefreshedIDTokenNonce).
+	refreshNonce string
 }
 
 type userState struct {
@@ -138,6 +141,7 @@ type refreshToken struct {
 	authTime time.Time
 	amr      []string
 	expires  time.Time
+	nonce    string // of the sign-in that started the family
 }
 
 type retiredToken struct {
@@ -458,8 +462,11 @@ func (s *storage) CreateAccessAndRefreshTokens(_ context.Context, req op.TokenRe
 	if _, err := s.activeUserLocked(req.GetSubject()); err != nil {
 		return "", "", time.Time{}, oidc.ErrInvalidGrant().WithParent(err)
 	}
-	var family string
+	var family, nonce string
 	scopes := slices.Clone(req.GetScopes())
+	if ar, ok := req.(*authRequest); ok {
+		nonce = ar.nonce
+	}
 	if current != "" {
 		old, ok := s.refreshTokens[current]
 		if !ok {
@@ -467,6 +474,7 @@ func (s *storage) CreateAccessAndRefreshTokens(_ context.Context, req op.TokenRe
 			return "", "", time.Time{}, oidc.ErrInvalidGrant().WithDescription("refresh token already used")
 		}
 		family = old.family
+		nonce = old.nonce
 		scopes = slices.Clone(old.scopes) // the new token keeps the grant's scope
 		delete(s.refreshTokens, current)
 		s.retired[current] = retiredToken{family: family, expires: old.expires}
@@ -482,6 +490,7 @@ func (s *storage) CreateAccessAndRefreshTokens(_ context.Context, req op.TokenRe
 		authTime: authTime,
 		amr:      slices.Clone(amr),
 		expires:  now.Add(s.cfg.RefreshTokenLifetime),
+		nonce:    nonce,
 	}
 	s.refreshTokens[rt.token] = rt
 	at := s.newAccessTokenLocked(req, clientID, authTime, amr, family)
@@ -573,7 +582,7 @@ func (s *storage) GetClientByClientID(_ context.Context, clientID string) (op.Cl
 		// a plain error would answer 500 server_error there.
 		return nil, oidc.ErrInvalidClient().WithDescription("unknown client").WithParent(errNotFound)
 	}
-	return &opClient{Client: c, issuer: s.issuer(), idTokenLifetime: s.cfg.IDTokenLifetime}, nil
+	return &opClient{Client: c, issuer: s.issuer(), idTokenLifetime: s.cfg.IDTokenLifetime, rolesScope: s.cfg.RolesScope}, nil
 }
 
 func (s *storage) AuthorizeClientIDSecret(_ context.Context, clientID, secret string) error {
@@ -600,6 +609,20 @@ func (s *storage) SetUserinfoFromRequest(_ context.Context, info *oidc.UserInfo,
 		return oidc.ErrInvalidGrant().WithParent(err)
 	}
 	s.fillUserinfo(info, u.User, scopes)
+	// op sets the nonce only for an authorization request; a refreshed ID
+	// token gets it here, as a private claim (Dex's behaviour).
+	if rr, ok := req.(*refreshTokenRequest); ok {
+		nonce := ""
+		if s.cfg.NonceInRefreshedIDToken {
+			nonce = rr.rt.nonce
+		}
+		if s.refreshNonce != "" {
+			nonce = s.refreshNonce
+		}
+		if nonce != "" {
+			info.AppendClaims("nonce", nonce)
+		}
+	}
 	return nil
 }
 
@@ -653,14 +676,14 @@ func (s *storage) SetIntrospectionFromToken(_ context.Context, resp *oidc.Intros
 
 // GetPrivateClaimsFromScopes adds tid, oid and roles to JWT access tokens,
 // like Entra does.
-func (s *storage) GetPrivateClaimsFromScopes(_ context.Context, userID, _ string, _ []string) (map[string]any, error) {
+func (s *storage) GetPrivateClaimsFromScopes(_ context.Context, userID, _ string, scopes []string) (map[string]any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u, ok := s.users[userID]
 	if !ok {
 		return nil, nil
 	}
-	return s.customClaims(u.User), nil
+	return s.customClaims(u.User, scopes), nil
 }
 
 // GetKeyByIDAndClientID refuses: op always routes the RFC 7523 JWT bearer
@@ -681,7 +704,7 @@ func (s *storage) Health(context.Context) error {
 	return nil
 }
 
-func (s *storage) customClaims(u User) map[string]any {
+func (s *storage) customClaims(u User, scopes []string) map[string]any {
 	claims := map[string]any{}
 	if s.cfg.TenantID != "" {
 		claims["tid"] = s.cfg.TenantID
@@ -689,7 +712,7 @@ func (s *storage) customClaims(u User) map[string]any {
 	if u.ImmutableID != "" {
 		claims["oid"] = u.ImmutableID
 	}
-	if len(u.Roles) > 0 {
+	if len(u.Roles) > 0 && (s.cfg.RolesScope == "" || slices.Contains(scopes, s.cfg.RolesScope)) {
 		claims[s.cfg.RolesClaim] = slices.Clone(u.Roles)
 	}
 	return claims
@@ -697,7 +720,7 @@ func (s *storage) customClaims(u User) map[string]any {
 
 func (s *storage) fillUserinfo(info *oidc.UserInfo, u User, scopes []string) {
 	info.Subject = u.Subject
-	for k, v := range s.customClaims(u) {
+	for k, v := range s.customClaims(u, scopes) {
 		info.AppendClaims(k, v)
 	}
 	for _, scope := range scopes {
@@ -846,6 +869,7 @@ type opClient struct {
 	Client
 	issuer          string
 	idTokenLifetime time.Duration
+	rolesScope      string
 }
 
 func (c *opClient) GetID() string                    { return c.ID }
@@ -881,7 +905,12 @@ func (c *opClient) RestrictAdditionalIdTokenScopes() func([]string) []string {
 func (c *opClient) RestrictAdditionalAccessTokenScopes() func([]string) []string {
 	return func(s []string) []string { return s }
 }
-func (c *opClient) IsScopeAllowed(string) bool { return false }
+
+// IsScopeAllowed lets Config.RolesScope through op's filter of
+// non-standard scopes.
+func (c *opClient) IsScopeAllowed(scope string) bool {
+	return c.rolesScope != "" && scope == c.rolesScope
+}
 
 // IDTokenUserinfoClaimsAssertion puts profile/email claims into the ID token
 // even when an access token is issued (as Entra does).

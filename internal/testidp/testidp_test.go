@@ -901,6 +901,9 @@ func TestConfigValidation(t *testing.T) {
 		"relative redirect":       func(c *testidp.Config) { c.Clients[0].RedirectURIs = []string{"/cb"} },
 		"negative lifetime":       func(c *testidp.Config) { c.AccessTokenLifetime = -time.Second },
 		"reserved roles claim":    func(c *testidp.Config) { c.RolesClaim = "sub" },
+		"standard roles scope":    func(c *testidp.Config) { c.RolesScope = "email" },
+		"roles scope with space":  func(c *testidp.Config) { c.RolesScope = "my groups" },
+		"bad dead token error":    func(c *testidp.Config) { c.DeadRefreshTokenError = "bad\"code" },
 	} {
 		cfg := testConfig()
 		mutate(&cfg)
