@@ -60,7 +60,7 @@ func (o *Options) complete() error {
 	if o.Namespace == "" {
 		return errors.New("bus: namespace is required")
 	}
-	if err := checkToken(o.Namespace); err != nil {
+	if err := CheckToken(o.Namespace); err != nil {
 		return fmt.Errorf("bus: namespace %q: %w", o.Namespace, err)
 	}
 	if o.Replicas == 0 {
@@ -309,9 +309,12 @@ var ErrInvalidEvent = errors.New("bus: invalid event")
 
 // NewMsg renders ev for subject with the headers every publish carries
 // (Nats-Msg-Id, event type and id, producer role, tenant), after checking
-// that the event is complete. Writers that publish themselves (the
+// the subject (CheckSubject) and that the event is complete. Writers that publish themselves (the
 // ledger's atomic batches) use it too.
 func NewMsg(subject string, ev *alpv1.Event) (*nats.Msg, error) {
+	if err := CheckSubject(subject); err != nil {
+		return nil, err
+	}
 	h := ev.GetHeader()
 	kind := Kind(ev)
 	switch {
@@ -405,6 +408,9 @@ func (b *Bus) LastSequence(ctx context.Context, subject string) (uint64, error) 
 
 // LastMessage is the last message stored on subject, nil when there is none.
 func (b *Bus) LastMessage(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	if err := CheckSubject(subject); err != nil {
+		return nil, err
+	}
 	name, err := b.js.StreamNameBySubject(ctx, subject)
 	if err != nil {
 		return nil, fmt.Errorf("bus: stream for %s: %w", subject, err)
@@ -426,6 +432,11 @@ func (b *Bus) LastMessage(ctx context.Context, subject string) (*jetstream.RawSt
 // LastMessageIn is LastMessage for a subject of a known stream (name
 // without namespace): one direct get once the stream's handle is cached.
 func (b *Bus) LastMessageIn(ctx context.Context, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	// The subject goes into the direct get's request subject: checked
+	// here, whoever built it.
+	if err := CheckSubject(subject); err != nil {
+		return nil, err
+	}
 	name := b.StreamName(stream)
 	h, ok := b.handles.Load(name)
 	if !ok {
