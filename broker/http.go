@@ -14,15 +14,14 @@ import (
 )
 
 // Handler serves the broker's HTTP endpoints: /healthz (the process is
-// alive), /readyz (every local service's streams and consumers are up; add
-// ?verbose=1 for per-service detail and the streams), /metrics when a
-// Gatherer was injected, and POST /v1/ops/trace (operator token, rate
-// limited). Later issues add the public protocol endpoints.
+// alive: 503 once its NATS connection is closed for good), /readyz (every
+// local service's streams and consumers are up; ?verbose=1, for operators
+// only, adds per-service detail and the streams), /metrics when a Gatherer
+// was injected, POST /v1/ops/trace (operator token, rate limited), and the
+// services' public endpoints.
 func (b *Broker) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	mux.HandleFunc("GET /healthz", b.healthz)
 	mux.HandleFunc("GET /readyz", b.readyz)
 	mux.HandleFunc("POST /v1/ops/trace", b.ops.wrap(b.traceHandler))
 	// Each service's public paths go to the service where it runs here; in
@@ -70,6 +69,23 @@ func (b *Broker) Handler() http.Handler {
 	return mux
 }
 
+// healthz answers whether the process can still work. A NATS connection
+// the client closed for good (it does so after a protocol error from the
+// server, whatever the reconnect settings) never comes back by itself, so
+// the liveness probe must fail and the process be restarted; while the
+// client is only reconnecting the process is alive, just not ready.
+func (b *Broker) healthz(w http.ResponseWriter, _ *http.Request) {
+	if nc := b.deps.NATS; nc.IsClosed() {
+		msg := "the NATS connection is closed and will not reconnect; restart the process"
+		if err := nc.LastError(); err != nil {
+			msg += " (last error: " + err.Error() + ")"
+		}
+		writeError(w, http.StatusServiceUnavailable, "nats_closed", msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
 // ServiceStatus is one service's line in /readyz.
 type ServiceStatus struct {
 	Name  string `json:"name"`
@@ -101,12 +117,25 @@ type Readiness struct {
 	Streams  []StreamStatus  `json:"streams,omitempty"`
 }
 
+// readyz answers whether the local services are ready. Plain /readyz is
+// for probes and says only that (and why not). The verbose form lists
+// the services, their errors and lag and the streams' layout, and pings
+// every service: it is an operator's diagnostic (alpctl status), so it
+// needs an operator token. It is not rate limited per operator like
+// traces are; bad tokens share the failure limiter.
 func (b *Broker) readyz(w http.ResponseWriter, r *http.Request) {
+	verbose := r.URL.Query().Get("verbose") != ""
+	if verbose {
+		if _, ok := b.ops.admit(w, r, "the verbose /readyz is for operators: send an operator token "+
+			"(Authorization: Bearer alpop_…; alpctl status --operator-token); plain /readyz needs none"); !ok {
+			return
+		}
+	}
 	res := Readiness{Ready: true, Broker: b.cfg.Name}
 	if err := b.Ready(); err != nil {
 		res.Ready, res.Error = false, err.Error()
 	}
-	if r.URL.Query().Get("verbose") != "" {
+	if verbose {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
 		res.Services = b.ServiceStatuses(ctx)

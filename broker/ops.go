@@ -88,13 +88,8 @@ func validOperators(ops []Operator) error {
 // wrap admits only authenticated operators within their rate.
 func (a *opsAuth) wrap(next func(w http.ResponseWriter, r *http.Request, operator string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		name, ok := a.authenticate(r)
+		name, ok := a.admit(w, r, "an operator token is required (Authorization: Bearer alpop_…)")
 		if !ok {
-			if !allow(w, a.failures) {
-				return
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="alpd-operator"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "an operator token is required (Authorization: Bearer alpop_…)")
 			return
 		}
 		a.mu.Lock()
@@ -109,6 +104,21 @@ func (a *opsAuth) wrap(next func(w http.ResponseWriter, r *http.Request, operato
 		}
 		next(w, r, name)
 	}
+}
+
+// admit returns the operator r authenticates as. Otherwise it answers 401
+// with refusal as the message (or 429 when bad tokens come faster than the
+// shared failure limit) and returns false.
+func (a *opsAuth) admit(w http.ResponseWriter, r *http.Request, refusal string) (string, bool) {
+	name, ok := a.authenticate(r)
+	if ok {
+		return name, true
+	}
+	if allow(w, a.failures) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="alpd-operator"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized", refusal)
+	}
+	return "", false
 }
 
 func (a *opsAuth) authenticate(r *http.Request) (string, bool) {

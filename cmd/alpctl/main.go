@@ -1,6 +1,6 @@
 // Command alpctl is the operator's and person's command line for alpd.
 //
-//	alpctl [--broker URL] status [--json]                 readiness of every service, and the streams
+//	alpctl [--broker URL] status [--json]                 readiness; with an operator token every service and the streams
 //	alpctl [--broker URL] trace [--json] [--via V]        broker traceroute (operator token)
 //	alpctl operator-token NAME                            a new operator token and its configured hash
 //	alpctl certs --out DIR [--hosts H] [--roles R]        development CA and per-role certificates
@@ -37,7 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the broker")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage:
-  alpctl [--broker URL] status [--json]
+  alpctl [--broker URL] status [--json] [--operator-token T]
   alpctl [--broker URL] trace [--json] [--via auto|grpc|bus] [--operator-token T]
   alpctl operator-token NAME
   alpctl certs --out DIR [--hosts 127.0.0.1,localhost] [--days 30] [--roles all|ingress,…] [--force]
@@ -92,29 +92,51 @@ func envOr(k, def string) string {
 	return def
 }
 
-// status prints the broker's readiness; exit code 0 only when ready.
+// status prints the broker's readiness; exit code 0 only when ready, 3
+// when the operator token is refused. With an operator token it reads the
+// verbose /readyz (services, lag, streams); without one, the plain form
+// anyone may read, which says only whether the process is ready.
 func status(ctx context.Context, base *url.URL, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the broker's JSON answer")
+	token := fs.String("operator-token", "", "operator token, for the services and streams (default: env ALPCTL_OPERATOR_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if *token == "" {
+		*token = os.Getenv("ALPCTL_OPERATOR_TOKEN")
+	}
 	u := base.JoinPath("readyz")
-	u.RawQuery = "verbose=1"
-	resp, body, err := call(ctx, http.MethodGet, u, "")
+	if *token != "" {
+		u.RawQuery = "verbose=1"
+	}
+	resp, body, err := call(ctx, http.MethodGet, u, *token)
 	if err != nil {
 		fmt.Fprintln(stderr, "alpctl:", err)
 		return 1
+	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusTooManyRequests {
+		var e broker.ErrorBody
+		msg := string(body)
+		if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+			msg = e.Error.Code + ": " + e.Error.Message
+		}
+		fmt.Fprintf(stderr, "alpctl: status refused (%s): %s\n", resp.Status, msg)
+		return 3
 	}
 	var r broker.Readiness
 	if err := json.Unmarshal(body, &r); err != nil {
 		fmt.Fprintf(stderr, "alpctl: broker answered %s with something that is not a readiness report: %v\n", resp.Status, err)
 		return 1
 	}
-	if *asJSON {
+	switch {
+	case *asJSON:
 		stdout.Write(body)
-	} else {
+	case *token == "":
+		printStatus(stdout, r)
+		fmt.Fprintln(stderr, "alpctl: services and streams are shown to operators: pass --operator-token or set ALPCTL_OPERATOR_TOKEN")
+	default:
 		printStatus(stdout, r)
 	}
 	if !r.Ready {
@@ -149,7 +171,11 @@ func printStatus(w io.Writer, r broker.Readiness) {
 	if !r.Ready {
 		state = "NOT READY: " + r.Error
 	}
-	fmt.Fprintf(w, "broker %s: %s\n\n", r.Broker, state)
+	fmt.Fprintf(w, "broker %s: %s\n", r.Broker, state)
+	if len(r.Services) == 0 && len(r.Streams) == 0 {
+		return // the plain /readyz, read without an operator token
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVICE\tREADY\tGRPC\tLAG\tERROR")
 	for _, s := range r.Services {

@@ -49,10 +49,27 @@ func TestStatusAndTrace(t *testing.T) {
 	token, hash := broker.NewOperatorToken()
 	url := runBroker(t, broker.Operator{Name: "ops", TokenSHA256: hash})
 
+	// Without a token: the plain /readyz, and a hint where the rest is.
 	code, out, errOut := alpctl("--broker", url, "status")
-	if code != 0 || !strings.Contains(out, "READY") || !strings.Contains(out, "ALPD_LEDGER") {
-		t.Fatalf("status: %d\n%s%s", code, out, errOut)
+	if code != 0 || !strings.Contains(out, "READY") || strings.Contains(out, "ALPD_LEDGER") || !strings.Contains(errOut, "--operator-token") {
+		t.Fatalf("status without a token: %d\n%s%s", code, out, errOut)
 	}
+	// An operator sees the services and streams (the verbose /readyz).
+	code, out, errOut = alpctl("--broker", url, "status", "--operator-token", token)
+	if code != 0 || !strings.Contains(out, "READY") || !strings.Contains(out, "ALPD_LEDGER") || !strings.Contains(out, "ingress") {
+		t.Fatalf("status with the operator token: %d\n%s%s", code, out, errOut)
+	}
+	t.Setenv("ALPCTL_OPERATOR_TOKEN", token)
+	code, out, errOut = alpctl("--broker", url, "status", "--json")
+	var r broker.Readiness
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || len(r.Services) != 6 {
+		t.Fatalf("status --json with the token from the environment: %d\n%s%s", code, out, errOut)
+	}
+	code, _, errOut = alpctl("--broker", url, "status", "--operator-token", broker.OperatorTokenPrefix+"not-configured")
+	if code != 3 || !strings.Contains(errOut, "401") || !strings.Contains(errOut, "unauthorized") {
+		t.Fatalf("status with a wrong token: %d %s; want exit 3, 401 unauthorized", code, errOut)
+	}
+	t.Setenv("ALPCTL_OPERATOR_TOKEN", "")
 	if code, _, errOut := alpctl("--broker", url, "trace"); code != 3 || !strings.Contains(errOut, "unauthorized") {
 		t.Fatalf("trace without token: %d %s", code, errOut)
 	}

@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,7 +60,7 @@ func (o *Options) complete() error {
 	if o.Namespace == "" {
 		return errors.New("bus: namespace is required")
 	}
-	if err := checkToken(o.Namespace); err != nil {
+	if err := CheckToken(o.Namespace); err != nil {
 		return fmt.Errorf("bus: namespace %q: %w", o.Namespace, err)
 	}
 	if o.Replicas == 0 {
@@ -97,9 +97,6 @@ type Bus struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *metrics
-	// handles caches stream handles by full name for LastMessageIn, so a
-	// hot lookup is one direct get, not three requests.
-	handles sync.Map
 }
 
 // New wraps an established NATS connection. It does not create anything on
@@ -309,9 +306,12 @@ var ErrInvalidEvent = errors.New("bus: invalid event")
 
 // NewMsg renders ev for subject with the headers every publish carries
 // (Nats-Msg-Id, event type and id, producer role, tenant), after checking
-// that the event is complete. Writers that publish themselves (the
+// the subject (CheckSubject) and that the event is complete. Writers that publish themselves (the
 // ledger's atomic batches) use it too.
 func NewMsg(subject string, ev *alpv1.Event) (*nats.Msg, error) {
+	if err := CheckSubject(subject); err != nil {
+		return nil, err
+	}
 	h := ev.GetHeader()
 	kind := Kind(ev)
 	switch {
@@ -405,6 +405,9 @@ func (b *Bus) LastSequence(ctx context.Context, subject string) (uint64, error) 
 
 // LastMessage is the last message stored on subject, nil when there is none.
 func (b *Bus) LastMessage(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	if err := CheckSubject(subject); err != nil {
+		return nil, err
+	}
 	name, err := b.js.StreamNameBySubject(ctx, subject)
 	if err != nil {
 		return nil, fmt.Errorf("bus: stream for %s: %w", subject, err)
@@ -424,28 +427,65 @@ func (b *Bus) LastMessage(ctx context.Context, subject string) (*jetstream.RawSt
 }
 
 // LastMessageIn is LastMessage for a subject of a known stream (name
-// without namespace): one direct get once the stream's handle is cached.
+// without namespace): one direct get, $JS.API.DIRECT.GET.<stream>.<subject>,
+// and nothing else. A role that only awaits answers on a stream it does
+// not own (ingress on policy's decisions) may do exactly that on NATS, not
+// look the stream up (docs/nats-permissions.md); every stream the bus
+// makes allows direct gets (Config). A stream that does not exist is
+// jetstream.ErrStreamNotFound.
 func (b *Bus) LastMessageIn(ctx context.Context, stream, subject string) (*jetstream.RawStreamMsg, error) {
-	name := b.StreamName(stream)
-	h, ok := b.handles.Load(name)
-	if !ok {
-		s, err := b.js.Stream(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("bus: stream %s: %w", name, err)
-		}
-		h, _ = b.handles.LoadOrStore(name, s)
+	// The subject goes into the request subject: checked here, whoever
+	// built it.
+	if err := CheckSubject(subject); err != nil {
+		return nil, err
 	}
-	m, err := h.(jetstream.Stream).GetLastMsgForSubject(ctx, subject)
+	name := b.StreamName(stream)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.js.Options().DefaultTimeout)
+		defer cancel()
+	}
+	reply, err := b.nc.RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"DIRECT.GET."+name+"."+subject, nil)
+	if errors.Is(err, nats.ErrNoResponders) {
+		// No server answers direct gets for the stream: it is not there.
+		return nil, fmt.Errorf("bus: stream %s: %w", name, jetstream.ErrStreamNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bus: last message on %s: %w", subject, err)
+	}
+	m, err := directGetReply(reply)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
-	}
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		b.handles.Delete(name) // recreated streams get a fresh handle
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bus: last message on %s: %w", subject, err)
 	}
 	return m, nil
+}
+
+// directGetReply reads a direct get's answer: the message with its
+// stream, subject, sequence and time in headers, or a status without
+// data (404: no message).
+func directGetReply(r *nats.Msg) (*jetstream.RawStreamMsg, error) {
+	if status := r.Header.Get("Status"); status != "" && len(r.Data) == 0 {
+		if status == "404" {
+			return nil, jetstream.ErrMsgNotFound
+		}
+		return nil, fmt.Errorf("direct get answered %s %s", status, r.Header.Get("Description"))
+	}
+	seq, err := strconv.ParseUint(r.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("direct get answer without a valid %s header: %w", jetstream.SequenceHeader, err)
+	}
+	tm, err := time.Parse(time.RFC3339Nano, r.Header.Get(jetstream.TimeStampHeaer))
+	if err != nil {
+		return nil, fmt.Errorf("direct get answer without a valid %s header: %w", jetstream.TimeStampHeaer, err)
+	}
+	subj := r.Header.Get(jetstream.SubjectHeader)
+	if subj == "" {
+		return nil, fmt.Errorf("direct get answer without a %s header", jetstream.SubjectHeader)
+	}
+	return &jetstream.RawStreamMsg{Subject: subj, Sequence: seq, Header: r.Header, Data: r.Data, Time: tm}, nil
 }
 
 // IsWrongLastSequence reports whether err is JetStream's expected-sequence

@@ -95,7 +95,7 @@ func (b *Bus) Consume(ctx context.Context, spec ConsumerSpec, h Handler) (*Consu
 	if spec.Durable == "" || spec.Stream == "" {
 		return nil, errors.New("bus: consumer needs a durable name and a stream")
 	}
-	if err := checkToken(spec.Durable); err != nil {
+	if err := CheckToken(spec.Durable); err != nil {
 		return nil, fmt.Errorf("bus: durable %q: %w", spec.Durable, err)
 	}
 	if spec.MaxDeliver == 0 {

@@ -2,8 +2,9 @@
 // embedded or external NATS, the keystore, the broker with all or one of
 // its services, the HTTP listener and, in split mode, the gRPC listener.
 // It follows SpiceDB's shape: Complete(ctx, cfg) builds everything that can
-// fail at start-up, Run(ctx) serves until ctx ends and then shuts down in
-// order (listeners, consumers drained, NATS drained, embedded server).
+// fail at start-up, Run(ctx) serves until ctx ends (or the NATS connection
+// is closed for good, which is an error) and then shuts down in order
+// (listeners, consumers drained, NATS drained, embedded server).
 package daemon
 
 import (
@@ -20,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,12 +65,19 @@ type Daemon struct {
 	grpc     *grpc.Server
 	grpcLis  net.Listener
 	testIdPs []*testidp.IdP
+
+	// natsClosed is closed when the client has closed nc for good (a
+	// protocol error from the server closes it whatever the reconnect
+	// settings; so do exhausted reconnects): Run then stops with an
+	// error, the process exits non-zero and is restarted.
+	natsClosed     chan struct{}
+	natsClosedOnce sync.Once
 }
 
 // Complete prepares a process that runs service (one of config.Services())
 // or, with service "", all of them. env is the process environment.
 func Complete(ctx context.Context, cfg config.Config, service string, env func(string) string, log *slog.Logger) (_ *Daemon, err error) {
-	d := &Daemon{cfg: cfg, service: service, log: log}
+	d := &Daemon{cfg: cfg, service: service, log: log, natsClosed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			d.close()
@@ -162,6 +171,7 @@ func (d *Daemon) connectNATS(service string) error {
 	if service != "" {
 		name += "-" + service
 	}
+	closed := nats.ClosedHandler(func(*nats.Conn) { d.natsClosedOnce.Do(func() { close(d.natsClosed) }) })
 	if d.cfg.Embedded() {
 		e, err := bus.StartEmbedded(bus.EmbeddedOptions{
 			StoreDir: filepath.Join(d.cfg.DataDir, "nats"), Listen: d.cfg.NATS.Listen, Logger: d.log,
@@ -170,14 +180,14 @@ func (d *Daemon) connectNATS(service string) error {
 			return err
 		}
 		d.embedded = e
-		d.nc, err = e.Connect()
+		d.nc, err = e.Connect(closed)
 		return err
 	}
 	opts, err := natsOptions(d.cfg.NATS, d.cfg.Broker.Name, service)
 	if err != nil {
 		return err
 	}
-	nc, err := bus.Connect(d.cfg.NATS.URLs, name, opts...)
+	nc, err := bus.Connect(d.cfg.NATS.URLs, name, append(opts, closed)...)
 	if err != nil {
 		return err
 	}
@@ -432,7 +442,9 @@ func createDevKEK(path string) (bool, error) {
 // HTTPAddr is the address the HTTP listener got (useful with port 0).
 func (d *Daemon) HTTPAddr() string { return d.httpLis.Addr().String() }
 
-// Run serves until ctx is done, then shuts down cleanly.
+// Run serves until ctx is done, then shuts down cleanly. It returns an
+// error when the broker or a listener fails, or when the NATS connection
+// is closed for good.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.close()
 	runCtx, cancel := context.WithCancel(ctx)
@@ -472,6 +484,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err == nil {
 			err = errors.New("broker stopped")
 		}
+	case <-d.natsClosed:
+		// Nothing works without NATS and this connection never comes
+		// back: stop, so that the exit code makes the supervisor
+		// (Kubernetes, systemd) start a fresh process.
+		err = fmt.Errorf("the NATS connection is closed and will not reconnect: %v", d.nc.LastError())
 	}
 	d.log.Info("alpd shutting down")
 	shutCtx, shutCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

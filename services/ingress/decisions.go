@@ -30,6 +30,10 @@ type Waiter struct {
 // subject (a core subscription sees the publish; if it misses it, Decision
 // still finds it in the stream).
 func (s *Service) Await(tenant, personID, envelopeID string) (*Waiter, error) {
+	envelopeID, err := ParseEnvelopeID(envelopeID)
+	if err != nil {
+		return nil, err
+	}
 	subject, err := streams.DecidedSubject(tenant, personID, envelopeID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -68,8 +72,12 @@ func (w *Waiter) Wait(ctx context.Context, retry bool) (*alpv1.Decided, error) {
 func (w *Waiter) Close() { _ = w.sub.Unsubscribe() }
 
 // Decision is policy's decision on one of personID's envelopes, nil while
-// there is none yet.
+// there is none yet. An id that is not a UUID is ErrInvalidEnvelopeID.
 func (s *Service) Decision(ctx context.Context, tenant, personID, envelopeID string) (*alpv1.Decided, error) {
+	envelopeID, err := ParseEnvelopeID(envelopeID)
+	if err != nil {
+		return nil, err
+	}
 	subject, err := streams.DecidedSubject(tenant, personID, envelopeID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -85,8 +93,13 @@ func (s *Service) Decision(ctx context.Context, tenant, personID, envelopeID str
 }
 
 // Submitted reports whether personID submitted the envelope (its
-// SendRequested is still on the send stream).
+// SendRequested is still on the send stream). An id that is not a UUID
+// is ErrInvalidEnvelopeID.
 func (s *Service) Submitted(ctx context.Context, tenant, personID, envelopeID string) (bool, error) {
+	envelopeID, err := ParseEnvelopeID(envelopeID)
+	if err != nil {
+		return false, err
+	}
 	subject, err := streams.SendSubject(tenant, personID, envelopeID)
 	if err != nil {
 		return false, fmt.Errorf("%w: %v", ErrInvalid, err)

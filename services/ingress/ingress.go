@@ -173,6 +173,29 @@ func EnvelopeID(tenant, agent, key string) string {
 	return uuid.NewSHA1(envelopeNamespace, []byte(tenant+"\x00"+agent+"\x00"+key)).String()
 }
 
+// ErrInvalidEnvelopeID marks an envelope id that is not a UUID. It is an
+// ErrInvalid too.
+var ErrInvalidEnvelopeID = fmt.Errorf("%w: an envelope id is a UUID", ErrInvalid)
+
+// ParseEnvelopeID checks an envelope id that came from outside (a URL, a
+// caller's submission) and returns its canonical, lower-case form. Every
+// envelope id is a UUID (EnvelopeID), and it becomes a token of the
+// envelope's subjects: parsing it as what it is first keeps anything else
+// (kilobytes of it, separators, wildcards) away from NATS. Only the
+// 36-character form is an id; uuid.Parse would also take the braced and
+// urn:uuid: forms and bare hex. The refusal never repeats the input.
+func ParseEnvelopeID(id string) (string, error) {
+	const form = "8-4-4-4-12 hexadecimal digits, e.g. 0192f0c4-7b1e-7a00-8000-000000000001"
+	if len(id) != 36 {
+		return "", fmt.Errorf("%w (%s); got %d characters", ErrInvalidEnvelopeID, form, len(id))
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", fmt.Errorf("%w (%s)", ErrInvalidEnvelopeID, form)
+	}
+	return u.String(), nil
+}
+
 // nlipPartsAAD binds sealed NLIP parts to their envelope and keeps them
 // apart from the body sealed for the same envelope.
 func nlipPartsAAD(envelopeID string) []byte { return []byte(envelopeID + "\x00nlip") }
@@ -215,7 +238,11 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 	}
 	env.Id = EnvelopeID(snd.Tenant, snd.AgentID, sub.IdempotencyKey)
 	if sub.IdempotencyKey == "" && sub.EnvelopeID != "" {
-		env.Id = sub.EnvelopeID
+		id, err := ParseEnvelopeID(sub.EnvelopeID)
+		if err != nil {
+			return Accepted{}, err
+		}
+		env.Id = id
 	}
 	subject, err := streams.SendSubject(snd.Tenant, snd.PersonID, env.Id)
 	if err != nil {

@@ -33,11 +33,18 @@ func TestAllInOne(t *testing.T) {
 	p := startProc(t, "alpd (first run)", alpd, env, "--config", configFile, "--data-dir", dataDir, "--http-addr", addr)
 	took := waitReady(t, p, addr)
 	t.Logf("first run ready in %s", took.Round(time.Millisecond))
-	checkAllInOne(t, addr)
-	if res := runTool(t, b.alpctl, hermeticEnv(), "--broker", "http://"+addr, "status"); res.code != 0 {
+	checkAllInOne(t, addr, token)
+	if res := runTool(t, b.alpctl, hermeticEnv("ALPCTL_OPERATOR_TOKEN="+token), "--broker", "http://"+addr, "status"); res.code != 0 {
 		t.Errorf("alpctl status: exit code %d, want 0 (ready)", res.code)
-	} else if !strings.Contains(res.stdout, "READY") {
-		t.Errorf("alpctl status printed no READY:\n%s", res.stdout)
+	} else if !strings.Contains(res.stdout, "READY") || !strings.Contains(res.stdout, "ALPD_LEDGER") {
+		t.Errorf("alpctl status with the operator token printed no READY or no streams:\n%s", res.stdout)
+	}
+	// Without a token: readiness only (the verbose /readyz is refused).
+	if res := runTool(t, b.alpctl, hermeticEnv(), "--broker", "http://"+addr, "status"); res.code != 0 || !strings.Contains(res.stdout, "READY") || strings.Contains(res.stdout, "ALPD_") {
+		t.Errorf("alpctl status without a token: exit code %d, want 0 and only the readiness:\n%s", res.code, res.stdout)
+	}
+	if status, body, err := get("http://" + addr + "/readyz?verbose=1"); err != nil || status != http.StatusUnauthorized || !strings.Contains(string(body), `"unauthorized"`) {
+		t.Errorf("GET /readyz?verbose=1 without a token: %d %s %v; want 401 unauthorized", status, body, err)
 	}
 	res, hops := alpctlTrace(t, b, addr, "--operator-token", token)
 	checkTrace(t, res, hops, "")
@@ -63,7 +70,7 @@ func TestAllInOne(t *testing.T) {
 	p = startProc(t, "alpd (second run)", alpd, env, "--config", configFile, "--data-dir", dataDir, "--http-addr", addr)
 	took = waitReady(t, p, addr)
 	t.Logf("second run ready in %s", took.Round(time.Millisecond))
-	checkAllInOne(t, addr)
+	checkAllInOne(t, addr, token)
 	took = p.stop(t)
 	t.Logf("second run stopped in %s", took.Round(time.Millisecond))
 	if out := p.output.String(); strings.Contains(out, "key generated") {
@@ -74,11 +81,11 @@ func TestAllInOne(t *testing.T) {
 	}
 }
 
-// checkAllInOne checks /readyz?verbose=1, /healthz and /metrics of an
-// all-in-one alpd at addr.
-func checkAllInOne(t *testing.T, addr string) {
+// checkAllInOne checks /readyz?verbose=1 (as the operator with token),
+// /healthz and /metrics of an all-in-one alpd at addr.
+func checkAllInOne(t *testing.T, addr, token string) {
 	t.Helper()
-	status, r := readiness(t, addr)
+	status, r := readiness(t, addr, token)
 	if status != http.StatusOK || !r.Ready {
 		t.Errorf("/readyz?verbose=1: status %d, ready %v, error %q; want 200 and ready", status, r.Ready, r.Error)
 	}

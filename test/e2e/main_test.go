@@ -297,10 +297,22 @@ func waitTCP(t *testing.T, p *proc, addr string, timeout time.Duration) {
 	}
 }
 
-// readiness fetches /readyz?verbose=1 and decodes it.
-func readiness(t *testing.T, addr string) (int, readyz) {
+// readiness fetches /readyz?verbose=1 with an operator token and decodes
+// it.
+func readiness(t *testing.T, addr, operatorToken string) (int, readyz) {
 	t.Helper()
-	status, body, err := get("http://" + addr + "/readyz?verbose=1")
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/readyz?verbose=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+operatorToken)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /readyz?verbose=1: %v", err)
+	}
+	defer resp.Body.Close()
+	status := resp.StatusCode
+	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("GET /readyz?verbose=1: %v", err)
 	}

@@ -85,6 +85,9 @@ func TestSignInWithTestIdP(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || !strings.HasPrefix(fmt.Sprint(out["token"]), "alppat_") {
 		t.Fatalf("PAT: %d %v", resp.StatusCode, out)
 	}
+	// Issue 10 finding 1, all-in-one (the embedded NATS, in process): the
+	// read-only PAT and an envelope id of about 4,000 characters.
+	checkHostileEnvelopeID(t, p, addr, fmt.Sprint(out["token"]))
 	// A consumer agent registers itself (RFC 7591).
 	resp, out = post("/oauth/example.org/register", `{"client_name":"agent","redirect_uris":["http://127.0.0.1:9999/cb"]}`, false)
 	if resp.StatusCode != http.StatusCreated || out["client_id"] == "" {

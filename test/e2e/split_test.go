@@ -36,6 +36,8 @@ const (
 	splitTenant   = "example.org"
 	splitBroker   = "alpd"
 	splitOperator = "e2e-operator"
+	// splitUser signs in at identity's test IdP.
+	splitUser = "ana"
 )
 
 // The process whose operator endpoints are rate-limited tightly, and its
@@ -98,7 +100,7 @@ func TestSplitMode(t *testing.T) {
 	defer cancel()
 	for _, s := range c.svcs {
 		t.Run("service="+s.name, func(t *testing.T) {
-			checkSplitReadyz(t, s)
+			checkSplitReadyz(t, s, c.token)
 			for _, name := range []string{"", s.api} {
 				checkServing(ctx, t, s, name)
 			}
@@ -153,8 +155,8 @@ func TestSplitMode(t *testing.T) {
 	// and over the probe subjects on NATS (the ingress role's user).
 	t.Run("alpctl", func(t *testing.T) {
 		ingress := c.byName["ingress"]
-		if res := runTool(t, b.alpctl, hermeticEnv(), "--broker", "http://"+ingress.httpAddr, "status"); res.code != 0 {
-			t.Errorf("alpctl status against ingress: exit code %d, want 0 (ready)", res.code)
+		if res := runTool(t, b.alpctl, hermeticEnv(), "--broker", "http://"+ingress.httpAddr, "status", "--operator-token", c.token); res.code != 0 || !strings.Contains(res.stdout, "ALPD_SEND") {
+			t.Errorf("alpctl status against ingress: exit code %d, want 0 (ready) and ingress's streams:\n%s", res.code, res.stdout)
 		}
 		for _, tc := range []struct{ via, want string }{
 			{"", broker.ViaGRPC}, // auto: every peer has a gRPC address
@@ -202,6 +204,14 @@ func TestSplitMode(t *testing.T) {
 				t.Errorf("%s on %s: %d, want 503 (%s runs elsewhere)", tc.path, other, resp.StatusCode, tc.service)
 			}
 		}
+	})
+
+	// Issue 10 finding 1 with ingress as its own process: a read-only PAT
+	// from identity, then about 4,000 characters as an envelope id.
+	t.Run("hostile envelope id", func(t *testing.T) {
+		pat := signInPAT(t, c.byName["identity"].httpAddr, splitUser)
+		ingress := c.byName["ingress"]
+		checkHostileEnvelopeID(t, ingress.proc, ingress.httpAddr, pat)
 	})
 
 	// SIGTERM every alpd at once; each must exit 0 within stopTimeout.
@@ -325,7 +335,7 @@ func (c *splitCluster) config(s *splitService, certRole, dataDir string) map[str
 		ops["trace_burst"] = tightTraceBurst
 		ops["trace_per_minute"] = tightTracePerMin
 	}
-	return map[string]any{
+	conf := map[string]any{
 		"broker":   map[string]any{"name": splitBroker, "tenants": []map[string]string{{"domain": splitTenant}}},
 		"data_dir": dataDir,
 		"http":     map[string]string{"addr": s.httpAddr},
@@ -337,6 +347,14 @@ func (c *splitCluster) config(s *splitService, certRole, dataDir string) map[str
 		"grpc": grpcConf,
 		"ops":  ops,
 	}
+	if s.name == "identity" {
+		// People sign in at identity (loopback test IdP), to mint PATs.
+		conf["identity"] = map[string]any{"test_idp": map[string]any{
+			"enabled": true,
+			"users":   []map[string]any{{"username": splitUser, "password": splitUser + "-pw"}},
+		}}
+	}
+	return conf
 }
 
 // dial connects to service s presenting role's development certificate and
@@ -373,10 +391,11 @@ func writeYAML(t *testing.T, path string, v any) {
 }
 
 // checkSplitReadyz checks that a split-mode process lists exactly its own
-// service, ready and answering Ping through gRPC.
-func checkSplitReadyz(t *testing.T, s *splitService) {
+// service, ready and answering Ping through gRPC, to the operator with
+// token.
+func checkSplitReadyz(t *testing.T, s *splitService, token string) {
 	t.Helper()
-	status, r := readiness(t, s.httpAddr)
+	status, r := readiness(t, s.httpAddr, token)
 	if status != http.StatusOK || !r.Ready {
 		t.Errorf("/readyz?verbose=1: status %d, ready %v, error %q", status, r.Ready, r.Error)
 	}

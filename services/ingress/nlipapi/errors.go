@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/nlip"
 	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/services/ingress"
@@ -88,7 +89,11 @@ func classify(err error) *apiError {
 		return &apiError{Status: http.StatusBadRequest, Code: "nmp_" + me.Code, Message: "NMP header: " + me.Message, Pointer: "/submessages/nmp"}
 	case errors.Is(err, ingress.ErrIdempotencyKeyReused):
 		return newError(http.StatusUnprocessableEntity, "idempotency_key_reused", "%v", err)
-	case errors.Is(err, ingress.ErrInvalid):
+	case errors.Is(err, ingress.ErrInvalidEnvelopeID):
+		return newError(http.StatusBadRequest, "invalid_envelope_id", "%v", err)
+	case errors.Is(err, ingress.ErrInvalid), errors.Is(err, bus.ErrInvalidSubject):
+		// A subject the bus refused is built from the request: retrying
+		// the same request cannot help.
 		return newError(http.StatusBadRequest, "invalid_alp_message", "%v", err)
 	}
 	return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 1,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/services/ingress"
 )
 
 // serveMessage is POST /nlip and POST /nlip/ (ECMA-431 names /nlip; the
@@ -60,7 +61,12 @@ func (a *API) serveEnvelope(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, aerr)
 		return
 	}
-	id := r.PathValue("id")
+	// The id names NATS subjects: parsed as the UUID it is before any use.
+	id, err := ingress.ParseEnvelopeID(r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, classify(err))
+		return
+	}
 	ctx := r.Context()
 	d, err := a.backend.Decision(ctx, p.Tenant, p.PersonID, id)
 	if err != nil {
@@ -74,7 +80,7 @@ func (a *API) serveEnvelope(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !sent {
-			writeError(w, r, newError(http.StatusNotFound, "unknown_envelope", "no envelope %q was sent by this person (or it is too old)", id))
+			writeError(w, r, newError(http.StatusNotFound, "unknown_envelope", "no envelope %s was sent by this person (or it is too old)", id))
 			return
 		}
 		writeMessage(w, r, http.StatusAccepted, a.result(id, nil, nil).message())

@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"strings"
+	"testing"
+	"time"
+)
+
+// signInPAT signs username in at addr's test IdP the way a browser does
+// and mints the person a personal access token with only alp.read.
+func signInPAT(t *testing.T, addr, username string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + addr + "/signin?tenant=" + splitTenant + "&login_hint=" + username + "&return=/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/healthz" {
+		t.Fatalf("sign-in of %s ended at %s with %d", username, resp.Request.URL, resp.StatusCode)
+	}
+	resp, err = c.Get("http://" + addr + "/signin/session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sess struct {
+		CSRF string `json:"csrf"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&sess)
+	resp.Body.Close()
+	if err != nil || sess.CSRF == "" {
+		t.Fatalf("session of %s: %v %+v", username, err, sess)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/pats", strings.NewReader(`{"name":"e2e","scopes":["alp.read"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", "http://"+addr)
+	req.Header.Set("X-CSRF-Token", sess.CSRF)
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pat struct {
+		Token string `json:"token"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&pat)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || err != nil || !strings.HasPrefix(pat.Token, "alppat_") {
+		t.Fatalf("PAT for %s: %d %v", username, resp.StatusCode, err)
+	}
+	return pat.Token
+}
+
+// pollEnvelope is GET /nlip/envelopes/{id} at addr with a bearer token; it
+// returns the status and the alp.error code ("" when there is none).
+func pollEnvelope(t *testing.T, addr, id, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/nlip/envelopes/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /nlip/envelopes/…: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var reply struct {
+		Submessages []struct {
+			Label   string          `json:"label"`
+			Content json.RawMessage `json:"content"`
+		} `json:"submessages"`
+	}
+	_ = json.Unmarshal(body, &reply)
+	for _, sm := range reply.Submessages {
+		var e struct {
+			Code string `json:"code"`
+		}
+		if sm.Label == "alp.error" && json.Unmarshal(sm.Content, &e) == nil {
+			return resp.StatusCode, e.Code
+		}
+	}
+	return resp.StatusCode, ""
+}
+
+// checkHostileEnvelopeID is issue 10 finding 1 against a real process:
+// with a read-only PAT, GET /nlip/envelopes/<about 4,000 characters> on
+// the process at ingressAddr used to make nats-server close that
+// process's NATS connection for good (/readyz 503 from then on, /healthz
+// still 200). It must be a 400 invalid_envelope_id, and the process must
+// stay ready, alive and able to look envelopes up. p is the process
+// serving ingressAddr.
+func checkHostileEnvelopeID(t *testing.T, p *proc, ingressAddr, pat string) {
+	t.Helper()
+	const unknown = "0192f0c4-7b1e-7a00-8000-000000000001"
+	// The PAT was minted by identity; wait until this process's identity
+	// projection knows it.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		status, code := pollEnvelope(t, ingressAddr, unknown, pat)
+		if status == http.StatusNotFound && code == "unknown_envelope" {
+			break
+		}
+		if status != http.StatusUnauthorized || time.Now().After(deadline) {
+			t.Fatalf("GET /nlip/envelopes/%s with a fresh read-only PAT: %d %q; want 404 unknown_envelope", unknown, status, code)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	for _, id := range []string{strings.Repeat("a", 4000), strings.Repeat("0", 3900) + "-*>", "a.b"} {
+		status, code := pollEnvelope(t, ingressAddr, id, pat)
+		if status != http.StatusBadRequest || code != "invalid_envelope_id" {
+			t.Errorf("GET /nlip/envelopes/<%d characters>: %d %q; want 400 invalid_envelope_id", len(id), status, code)
+		}
+	}
+
+	if p.exited() {
+		t.Fatalf("%s exited (code %d) after the hostile ids", p.name, p.cmd.ProcessState.ExitCode())
+	}
+	for _, path := range []string{"/readyz", "/healthz"} {
+		status, body, err := get("http://" + ingressAddr + path)
+		if err != nil || status != http.StatusOK {
+			t.Errorf("GET %s after the hostile ids: %d %s %v; want 200", path, status, body, err)
+		}
+	}
+	if status, code := pollEnvelope(t, ingressAddr, unknown, pat); status != http.StatusNotFound || code != "unknown_envelope" {
+		t.Errorf("GET /nlip/envelopes/%s after the hostile ids: %d %q; want 404 unknown_envelope (NATS still answering)", unknown, status, code)
+	}
+	if t.Failed() {
+		msgs := p.logMessages()
+		t.Logf("%s logged: %s", p.name, fmt.Sprint(msgs[max(0, len(msgs)-10):]))
+	}
+}
