@@ -106,7 +106,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 			JWKS: slices.Clone(e.GetJwks()), RegisteredBy: e.GetRegisteredBy(),
 			VendorAttestation: e.GetVendorAttestation(), Registered: occurred,
 		}
-		ts.countClient(ts.clients[e.GetClientId()], 1)
+		ts.countUnused(ts.clients[e.GetClientId()], 1)
 
 	case *alpv1.Event_VendorAttestationBound:
 		e := b.VendorAttestationBound

@@ -125,9 +125,11 @@ func (s *Store) ExpireDynamicClient(ctx context.Context, tenant, clientID string
 	return expired, err
 }
 
-// DynamicClients counts the live dynamically registered clients of tenant
-// and of every tenant of this store, for the bounds on registration.
-func (s *Store) DynamicClients(tenant string) (inTenant, total int, err error) {
+// UnusedDynamicClientCounts counts the dynamically registered clients nobody has
+// used yet, of tenant and of every tenant of this store: the clients anyone
+// can create without signing in, which the bounds on registration limit.
+// (Used ones each took a person's authorization.)
+func (s *Store) UnusedDynamicClientCounts(tenant string) (inTenant, total int, err error) {
 	ts, err := s.state(tenant)
 	if err != nil {
 		return 0, 0, err
@@ -135,9 +137,9 @@ func (s *Store) DynamicClients(tenant string) (inTenant, total int, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, t := range s.tenants {
-		total += t.dynamicClients
+		total += t.unusedDynamic
 	}
-	return ts.dynamicClients, total, nil
+	return ts.unusedDynamic, total, nil
 }
 
 // expirable: a dynamically registered client nobody has used.
@@ -145,11 +147,11 @@ func expirable(c *Client) bool {
 	return c.Kind == alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR && c.FirstUsed.IsZero()
 }
 
-// countClient keeps tenantState.dynamicClients as clients come (delta 1)
-// and go (-1).
-func (ts *tenantState) countClient(c *Client, delta int) {
-	if c.Kind == alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR {
-		ts.dynamicClients += delta
+// countUnused keeps tenantState.unusedDynamic as unused dynamic clients
+// come (delta 1) and go (-1: used or expired).
+func (ts *tenantState) countUnused(c *Client, delta int) {
+	if expirable(c) {
+		ts.unusedDynamic += delta
 	}
 }
 
@@ -161,7 +163,11 @@ func (ts *tenantState) applyClientFirstUsed(e *alpv1.ClientFirstUsed) error {
 		return fmt.Errorf("unknown client")
 	}
 	if c.FirstUsed.IsZero() {
+		ts.countUnused(c, -1)
 		c.FirstUsed = e.GetUsed().AsTime()
+		if c.FirstUsed.IsZero() {
+			return fmt.Errorf("no time of use")
+		}
 	}
 	return nil
 }
@@ -177,7 +183,7 @@ func (ts *tenantState) applyDynamicClientExpired(e *alpv1.DynamicClientExpired) 
 	case !expirable(c):
 		return fmt.Errorf("client %s is not an unused dynamic client", c.Kind)
 	}
-	ts.countClient(c, -1)
+	ts.countUnused(c, -1)
 	delete(ts.clients, e.GetClientId())
 	return nil
 }

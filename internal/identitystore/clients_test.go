@@ -36,8 +36,8 @@ func TestDynamicClientsNeverUsedExpire(t *testing.T) {
 		Kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_CIMD, RedirectURIs: []string{"https://vendor.example/cb"}}); err != nil {
 		t.Fatal(err)
 	}
-	if n, total, err := a.DynamicClients(tenant); err != nil || n != 2 || total != 3 {
-		t.Fatalf("DynamicClients = %d, %d, %v; want 2, 3", n, total, err)
+	if n, total, err := a.UnusedDynamicClientCounts(tenant); err != nil || n != 2 || total != 3 {
+		t.Fatalf("UnusedDynamicClientCounts = %d, %d, %v; want 2, 3", n, total, err)
 	}
 
 	for range 3 {
@@ -55,6 +55,9 @@ func TestDynamicClientsNeverUsedExpire(t *testing.T) {
 		}
 		return nil
 	})
+	if n, total, _ := a.UnusedDynamicClientCounts(tenant); n != 1 || total != 2 {
+		t.Fatalf("after a first use: UnusedDynamicClientCounts = %d, %d; want 1, 2", n, total)
+	}
 
 	later := time.Now().Add(time.Hour)
 	if ids, err := a.UnusedDynamicClients(tenant, later, 10); err != nil || !slices.Equal(ids, []string{"dcr_unused"}) {
@@ -80,8 +83,8 @@ func TestDynamicClientsNeverUsedExpire(t *testing.T) {
 		if _, err := s.Client(tenant, unused.ID); !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("expired client still there: %v", err)
 		}
-		if n, total, _ := s.DynamicClients(tenant); n != 1 || total != 2 {
-			return fmt.Errorf("DynamicClients = %d, %d; want 1, 2", n, total)
+		if n, total, _ := s.UnusedDynamicClientCounts(tenant); n != 0 || total != 1 {
+			return fmt.Errorf("UnusedDynamicClientCounts = %d, %d; want 0, 1", n, total)
 		}
 		return nil
 	}

@@ -185,8 +185,8 @@ type tenantState struct {
 	byRefresh map[Hash]string    // every generation's hash → grant id
 	pats      map[string]*PAT    // by id
 	byPATHash map[Hash]string    // token hash → pat id
-	// dynamicClients counts the live PUBLIC_DCR clients (clients.go).
-	dynamicClients int
+	// unusedDynamic counts the PUBLIC_DCR clients never used (clients.go).
+	unusedDynamic int
 }
 
 func newTenantState(domain string) *tenantState {
