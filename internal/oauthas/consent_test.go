@@ -130,10 +130,12 @@ func TestConsentTicketBoundToRequest(t *testing.T) {
 	b := h.browser()
 
 	tampered := map[string]func(q url.Values){
-		"narrower scope":  func(q url.Values) { q.Set("scope", scopeRead) },
-		"other state":     func(q url.Values) { q.Set("state", "another-state") },
-		"no state":        func(q url.Values) { q.Del("state") },
-		"other challenge": func(q url.Values) { q.Set("code_challenge", oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())) },
+		"narrower scope": func(q url.Values) { q.Set("scope", scopeRead) },
+		"other state":    func(q url.Values) { q.Set("state", "another-state") },
+		"no state":       func(q url.Values) { q.Del("state") },
+		"other challenge": func(q url.Values) {
+			q.Set("code_challenge", oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier()))
+		},
 		"other redirect":  func(q url.Values) { q.Set("redirect_uri", otherRedirectURI) },
 		"other resource":  func(q url.Values) { q.Set("resource", h.rest) },
 		"added nonce":     func(q url.Values) { q.Set("nonce", "n-0S6_WzA2Mj") },
