@@ -168,6 +168,7 @@ func TestDCRRejections(t *testing.T) {
 		{"numeric host", map[string]any{"redirect_uris": []string{"https://1.2.3/cb"}}, "invalid_redirect_uri", "host"},
 		{"too many", map[string]any{"redirect_uris": many}, "invalid_redirect_uri", "at most"},
 		{"too long", map[string]any{"redirect_uris": []string{"https://app.example/" + strings.Repeat("a", 2100)}}, "invalid_redirect_uri", "bytes"},
+		{"too long in all", map[string]any{"redirect_uris": []string{"https://app.example/" + strings.Repeat("a", 1500), "https://app.example/" + strings.Repeat("b", 1500), "https://app.example/" + strings.Repeat("c", 1500)}}, "invalid_redirect_uri", "in all"},
 		{"client credentials", map[string]any{"redirect_uris": ok, "grant_types": []string{"client_credentials"}}, "invalid_client_metadata", "client_credentials"},
 		{"implicit", map[string]any{"redirect_uris": ok, "grant_types": []string{"implicit"}}, "invalid_client_metadata", "implicit"},
 		{"refresh only", map[string]any{"redirect_uris": ok, "grant_types": []string{"refresh_token"}}, "invalid_client_metadata", "authorization_code is required"},
