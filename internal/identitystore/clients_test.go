@@ -134,3 +134,38 @@ func TestDynamicClientFirstUseWinsOverExpiry(t *testing.T) {
 		t.Fatalf("events %v", k)
 	}
 }
+
+// TestDynamicClientExpiryRefusedForUsedClients: an expiry event for a client
+// that was used, or that is not a dynamic one, is refused by every
+// projection (it could only come from a bug or a forger).
+func TestDynamicClientExpiryRefusedForUsedClients(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.open(t)
+	ctx := ctxT(t)
+	registerDCR(t, s, tenant, "dcr_kept")
+	if _, err := s.MarkClientUsed(ctx, tenant, "dcr_kept"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RegisterClient(ctx, ClientSpec{Tenant: tenant, ClientID: "https://vendor.example/c.json",
+		Kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_CIMD, RedirectURIs: []string{"https://vendor.example/cb"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"dcr_kept", "https://vendor.example/c.json"} {
+		ev := s.newEvent(ctx, "dynamic_client_expired", tenant, id, nil)
+		ev.Body = &alpv1.Event_DynamicClientExpired{DynamicClientExpired: &alpv1.DynamicClientExpired{Tenant: tenant, ClientId: id}}
+		ack, err := e.b.Publish(ctx, subject(tenant, "client", clientToken(id)), ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.waitApplied(ctx, ack.Sequence); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Client(tenant, id); err != nil {
+			t.Errorf("%s dropped by a refused expiry: %v", id, err)
+		}
+	}
+	if n, _, _ := s.UnusedDynamicClientCounts(tenant); n != 0 {
+		t.Errorf("unused count %d after refused expiries", n)
+	}
+}
