@@ -41,6 +41,7 @@ import (
 	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 	"github.com/alpd-project/alpd/services/ledger"
+	ledgerapi "github.com/alpd-project/alpd/services/ledger/api"
 	"github.com/alpd-project/alpd/services/policy"
 )
 
@@ -77,6 +78,12 @@ type Config struct {
 	// Ledger tunes the ledger service (zero values: defaults; the broker
 	// sets the metrics registerer).
 	Ledger ledger.Options
+	// LedgerAPI bounds the ledger's read API (exports; zero values:
+	// defaults).
+	LedgerAPI ledgerapi.Limits
+	// DynamicClients bounds dynamic client registration and expires the
+	// clients nobody used (zero values: defaults).
+	DynamicClients identity.DynamicClients
 }
 
 // BusConfig tunes JetStream use; zero values take the bus defaults.
@@ -323,7 +330,7 @@ func (b *Broker) start(ctx context.Context) error {
 	if b.Runs("identity") {
 		b.identity = identity.New(deps, identity.Options{
 			PublicURL: b.publicURL(), IdPs: b.cfg.IdPs, InsecureCookies: b.cfg.InsecureCookies,
-			RecheckGrace: b.cfg.RecheckGrace,
+			RecheckGrace: b.cfg.RecheckGrace, DynamicClients: b.cfg.DynamicClients,
 		})
 		svcs = append(svcs, b.identity)
 	}

@@ -24,7 +24,7 @@ func (b *Broker) serveLedgerAPI(ctx context.Context, svcs []service.Service) {
 			continue
 		}
 		o := ledger.APIOptions{Issuers: b.issuers(), Resource: b.publicURL(),
-			ResourceMetadataURL: b.publicURL() + oauthas.WellKnownResource}
+			ResourceMetadataURL: b.publicURL() + oauthas.WellKnownResource, Limits: b.cfg.LedgerAPI}
 		if b.Runs("identity") {
 			o.Sessions = identitySessions{b}
 		}

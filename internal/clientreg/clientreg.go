@@ -32,6 +32,11 @@ const (
 	DefaultMaxPATsPerPerson   = 50
 	DefaultDCRBurst           = 5
 	DefaultDCRLimiterCapacity = 10000
+	// DefaultMaxUnusedDynamicClients bounds the dynamically registered
+	// clients nobody has used yet, over all tenants; the per-tenant
+	// default leaves room for several tenants under it.
+	DefaultMaxUnusedDynamicClients          = 10000
+	DefaultMaxUnusedDynamicClientsPerTenant = 2000
 )
 
 // DefaultDCRRate is how many registrations one remote IP (IPv6: /64) may
@@ -82,9 +87,19 @@ type Config struct {
 	DCRRate  rate.Limit
 	DCRBurst int
 	// DCRLimiterCapacity bounds the remote IPs tracked at once (default
-	// 10000); when that many are active, registration answers 429 to new
-	// ones until some go idle.
+	// 10000); when that many are tracked, a new one takes the place of the
+	// least recently seen, whose budget starts afresh.
 	DCRLimiterCapacity int
+	// MaxUnusedDynamicClients bounds the dynamically registered clients
+	// that nobody has used yet, over all the store's tenants (default
+	// DefaultMaxUnusedDynamicClients); MaxUnusedDynamicClientsPerTenant
+	// bounds them per tenant (default
+	// DefaultMaxUnusedDynamicClientsPerTenant). At the bound registration
+	// answers 503 temporarily_unavailable until some are used or expire.
+	// Registrations racing on several replicas may pass it by as many as
+	// are in flight.
+	MaxUnusedDynamicClients          int
+	MaxUnusedDynamicClientsPerTenant int
 	// ClientIP returns the remote IP of a request for rate limiting.
 	// Default: the host of r.RemoteAddr. Set it only behind a proxy you
 	// trust to report the client's address.
@@ -151,6 +166,15 @@ func New(cfg Config) (*Registrar, error) {
 	}
 	if cfg.DCRLimiterCapacity == 0 {
 		cfg.DCRLimiterCapacity = DefaultDCRLimiterCapacity
+	}
+	if cfg.MaxUnusedDynamicClients == 0 {
+		cfg.MaxUnusedDynamicClients = DefaultMaxUnusedDynamicClients
+	}
+	if cfg.MaxUnusedDynamicClientsPerTenant == 0 {
+		cfg.MaxUnusedDynamicClientsPerTenant = min(DefaultMaxUnusedDynamicClientsPerTenant, cfg.MaxUnusedDynamicClients)
+	}
+	if cfg.DCRLimiterCapacity < 0 || cfg.MaxUnusedDynamicClients < 0 || cfg.MaxUnusedDynamicClientsPerTenant < 0 {
+		bad("DCRLimiterCapacity, MaxUnusedDynamicClients and MaxUnusedDynamicClientsPerTenant must not be negative")
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes

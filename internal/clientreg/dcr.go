@@ -1,12 +1,14 @@
 package clientreg
 
 import (
+	"container/list"
+	"context"
 	"errors"
 	"math"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,6 +72,11 @@ func (reg *Registrar) DCRHandler(tenant string) http.Handler {
 			writeOAuthError(w, http.StatusBadRequest, merr.code, merr.desc)
 			return
 		}
+		if full := reg.dynamicClientsFull(r.Context(), tenant); full != "" {
+			w.Header().Set("Retry-After", strconv.Itoa(dcrFullRetryAfter))
+			writeOAuthError(w, http.StatusServiceUnavailable, CodeTemporarilyUnavailable, full)
+			return
+		}
 		c, err := reg.cfg.Store.RegisterClient(r.Context(), identitystore.ClientSpec{
 			Tenant:       tenant,
 			ClientID:     randomID(dcrIDPrefix),
@@ -103,6 +110,30 @@ func (reg *Registrar) DCRHandler(tenant string) http.Handler {
 	})
 }
 
+// dcrFullRetryAfter is the Retry-After of a registration refused at the
+// bound: unused clients go when they are used or expire, not in seconds.
+const dcrFullRetryAfter = 300
+
+// dynamicClientsFull says why tenant may not register another dynamic
+// client now, or "" if it may. A tenant the store does not host is left to
+// RegisterClient's answer.
+func (reg *Registrar) dynamicClientsFull(ctx context.Context, tenant string) string {
+	n, total, err := reg.cfg.Store.UnusedDynamicClientCounts(tenant)
+	switch {
+	case err != nil:
+		return ""
+	case n >= reg.cfg.MaxUnusedDynamicClientsPerTenant:
+		reg.log.WarnContext(ctx, "dynamic client registration refused: the tenant's bound of unused clients is reached",
+			"tenant", tenant, "unused", n, "max", reg.cfg.MaxUnusedDynamicClientsPerTenant)
+		return "this tenant holds as many newly registered, unused clients as it may; try again later"
+	case total >= reg.cfg.MaxUnusedDynamicClients:
+		reg.log.WarnContext(ctx, "dynamic client registration refused: the broker's bound of unused clients is reached",
+			"tenant", tenant, "unused", total, "max", reg.cfg.MaxUnusedDynamicClients)
+		return "the broker holds as many newly registered, unused clients as it may; try again later"
+	}
+	return ""
+}
+
 func trimStorePrefix(err error) string {
 	s := err.Error()
 	const p = "identitystore: "
@@ -117,23 +148,32 @@ func retryAfterSeconds(d time.Duration) int {
 	return max(s, 1)
 }
 
-// clientIP is the rate-limiting key of a request: its remote IP, IPv6
-// addresses reduced to their /64 (one host usually holds a whole /64).
+// clientIP is the rate-limiting key of a request: its remote address
+// (addressKey), from Config.ClientIP or the connection.
 func (reg *Registrar) clientIP(r *http.Request) string {
-	raw := ""
 	if reg.cfg.ClientIP != nil {
-		raw = reg.cfg.ClientIP(r)
-	} else {
-		raw = r.RemoteAddr
-		if h, _, err := net.SplitHostPort(raw); err == nil {
-			raw = h
-		}
+		return addressKey(reg.cfg.ClientIP(r))
 	}
+	return addressKey(r.RemoteAddr)
+}
+
+// addressKey is the rate-limiting key of a remote address: an IPv4 address,
+// or the /64 of an IPv6 one (a single host usually holds a whole /64, so
+// counting its addresses one by one would give it 2^64 budgets). It takes
+// "ip", "ip:port" and "[ip]:port", with or without a zone, IPv4-mapped IPv6
+// as IPv4. Anything else (a proxy header gone wrong) shares one key rather
+// than getting a budget per distinct string.
+func addressKey(raw string) string {
+	raw = strings.TrimSpace(raw)
 	ip, err := netip.ParseAddr(raw)
 	if err != nil {
-		return raw
+		ap, perr := netip.ParseAddrPort(raw)
+		if perr != nil {
+			return "unparsable"
+		}
+		ip = ap.Addr()
 	}
-	ip = ip.Unmap().WithZone("")
+	ip = ip.WithZone("").Unmap()
 	if ip.Is6() {
 		p, _ := ip.Prefix(64)
 		return p.String()
@@ -141,18 +181,29 @@ func (reg *Registrar) clientIP(r *http.Request) string {
 	return ip.String()
 }
 
-// ipLimiter is a token bucket per key, with a bounded number of keys.
+// ipLimiter is a token bucket per key, with at most max keys. When the
+// table is full, a new key takes the place of the least recently used one:
+// its bucket is forgotten (that key starts with a full burst again), so a
+// flood of new addresses makes the limiter more lenient, never refuses
+// everyone, and the addresses seen most recently (those being limited
+// right now) keep their buckets longest.
 type ipLimiter struct {
 	every rate.Limit
 	burst int
 	max   int
 
-	mu sync.Mutex
-	m  map[string]*rate.Limiter
+	mu  sync.Mutex
+	m   map[string]*list.Element // of *limiterEntry
+	lru *list.List               // front: most recently used
+}
+
+type limiterEntry struct {
+	key string
+	lim *rate.Limiter
 }
 
 func newIPLimiter(every rate.Limit, burst, max int) *ipLimiter {
-	return &ipLimiter{every: every, burst: burst, max: max, m: map[string]*rate.Limiter{}}
+	return &ipLimiter{every: every, burst: burst, max: max, m: map[string]*list.Element{}, lru: list.New()}
 }
 
 // allow takes a token of key's bucket, or says how long until one is
@@ -160,22 +211,18 @@ func newIPLimiter(every rate.Limit, burst, max int) *ipLimiter {
 func (l *ipLimiter) allow(key string, now time.Time) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lim := l.m[key]
-	if lim == nil {
-		if len(l.m) >= l.max {
-			// Forget the keys whose buckets are full again: for them a
-			// fresh bucket behaves the same.
-			for k, v := range l.m {
-				if v.TokensAt(now) >= float64(l.burst) {
-					delete(l.m, k)
-				}
-			}
-			if len(l.m) >= l.max {
-				return false, time.Minute
-			}
+	var lim *rate.Limiter
+	if el := l.m[key]; el != nil {
+		l.lru.MoveToFront(el)
+		lim = el.Value.(*limiterEntry).lim
+	} else {
+		if l.lru.Len() >= l.max {
+			oldest := l.lru.Back()
+			l.lru.Remove(oldest)
+			delete(l.m, oldest.Value.(*limiterEntry).key)
 		}
 		lim = rate.NewLimiter(l.every, l.burst)
-		l.m[key] = lim
+		l.m[key] = l.lru.PushFront(&limiterEntry{key: key, lim: lim})
 	}
 	res := lim.ReserveN(now, 1)
 	if !res.OK() {

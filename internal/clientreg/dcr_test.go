@@ -168,6 +168,7 @@ func TestDCRRejections(t *testing.T) {
 		{"numeric host", map[string]any{"redirect_uris": []string{"https://1.2.3/cb"}}, "invalid_redirect_uri", "host"},
 		{"too many", map[string]any{"redirect_uris": many}, "invalid_redirect_uri", "at most"},
 		{"too long", map[string]any{"redirect_uris": []string{"https://app.example/" + strings.Repeat("a", 2100)}}, "invalid_redirect_uri", "bytes"},
+		{"too long in all", map[string]any{"redirect_uris": []string{"https://app.example/" + strings.Repeat("a", 1500), "https://app.example/" + strings.Repeat("b", 1500), "https://app.example/" + strings.Repeat("c", 1500)}}, "invalid_redirect_uri", "in all"},
 		{"client credentials", map[string]any{"redirect_uris": ok, "grant_types": []string{"client_credentials"}}, "invalid_client_metadata", "client_credentials"},
 		{"implicit", map[string]any{"redirect_uris": ok, "grant_types": []string{"implicit"}}, "invalid_client_metadata", "implicit"},
 		{"refresh only", map[string]any{"redirect_uris": ok, "grant_types": []string{"refresh_token"}}, "invalid_client_metadata", "authorization_code is required"},
@@ -254,12 +255,119 @@ func TestDCRRateLimit(t *testing.T) {
 		t.Fatalf("same /64: %d %s", a.status, a.body)
 	}
 	wantErr(t, postJSON(t, srv.URL+"/register", body, "X-Test-IP", "2001:db8:1:2:abcd::1"), http.StatusTooManyRequests, "temporarily_unavailable")
-	// Capacity: three addresses tracked, none idle: a fourth is refused.
-	if a := postJSON(t, srv.URL+"/register", body, "X-Test-IP", "198.51.100.1"); a.status != http.StatusCreated {
-		t.Fatalf("third address: %d %s", a.status, a.body)
+}
+
+// TestDCRLimiterFullTableIsFair: when the limiter's table is full, a new
+// address still gets its budget (the least recently seen one is
+// forgotten) instead of everyone being refused, and the addresses limited
+// right now stay limited (issue 10, finding 6).
+func TestDCRLimiterFullTableIsFair(t *testing.T) {
+	e := newEnv(t)
+	srv, _ := dcrServer(t, e, func(c *clientreg.Config) {
+		c.DCRRate, c.DCRBurst, c.DCRLimiterCapacity = rate.Every(time.Hour), 1, 3
+	})
+	body := map[string]any{"redirect_uris": []string{"https://app.example/cb"}}
+	from := func(ip string) answer { return postJSON(t, srv.URL+"/register", body, "X-Test-IP", ip) }
+	for _, ip := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"} {
+		if a := from(ip); a.status != http.StatusCreated {
+			t.Fatalf("%s: %d %s", ip, a.status, a.body)
+		}
 	}
-	a = postJSON(t, srv.URL+"/register", body, "X-Test-IP", "198.51.100.2")
-	wantErr(t, a, http.StatusTooManyRequests, "temporarily_unavailable")
+	// .2 and .3 are seen again (and refused): .1 is now the least recent.
+	wantErr(t, from("192.0.2.2"), http.StatusTooManyRequests, "temporarily_unavailable")
+	wantErr(t, from("192.0.2.3"), http.StatusTooManyRequests, "temporarily_unavailable")
+	// The table is full; newcomers are served, each taking the place of the
+	// least recently seen address.
+	for _, ip := range []string{"198.51.100.1", "198.51.100.2"} {
+		if a := from(ip); a.status != http.StatusCreated {
+			t.Fatalf("new address %s with the table full: %d %s", ip, a.status, a.body)
+		}
+	}
+	// .3 was seen more recently than anything evicted so far; it is still
+	// limited.
+	wantErr(t, from("192.0.2.3"), http.StatusTooManyRequests, "temporarily_unavailable")
+}
+
+// TestDCRAddressKeys: the limiter's key is the IPv4 address or the IPv6 /64,
+// however the address is written (with a port, a zone, IPv4-mapped), and
+// strings that are no address share one key instead of getting a budget
+// each (issue 10, finding 6).
+func TestDCRAddressKeys(t *testing.T) {
+	body := map[string]any{"redirect_uris": []string{"https://app.example/cb"}}
+	groups := [][]string{
+		{"2001:db8:1:2::1", "[2001:db8:1:2::5]:4444", "2001:db8:1:2:ffff:ffff:ffff:ffff", "[2001:db8:1:2::9%eth0]:1", " 2001:db8:1:2::a "},
+		{"203.0.113.9", "203.0.113.9:80", "[::ffff:203.0.113.9]:443", "::ffff:203.0.113.9"},
+		{"not-an-address", "also not one", "unknown", "1.2.3"},
+	}
+	for _, g := range groups {
+		t.Run(g[0], func(t *testing.T) {
+			e := newEnv(t)
+			srv, _ := dcrServer(t, e, func(c *clientreg.Config) { c.DCRRate, c.DCRBurst = rate.Every(time.Hour), 1 })
+			for i, ip := range g {
+				a := postJSON(t, srv.URL+"/register", body, "X-Test-IP", ip)
+				if i == 0 {
+					if a.status != http.StatusCreated {
+						t.Fatalf("first of %v: %d %s", g, a.status, a.body)
+					}
+					continue
+				}
+				if a.status != http.StatusTooManyRequests {
+					t.Errorf("%q has a budget of its own (%d); it is the same key as %q", ip, a.status, g[0])
+				}
+			}
+		})
+	}
+}
+
+// TestDCRUnusedClientBounds: registration stops at the per-tenant and the
+// global bound of unused dynamic clients (503 temporarily_unavailable with
+// Retry-After), and a client's first use makes room (issue 10, finding 6).
+func TestDCRUnusedClientBounds(t *testing.T) {
+	e := newEnv(t)
+	srv, _ := dcrServer(t, e, func(c *clientreg.Config) {
+		c.MaxUnusedDynamicClients, c.MaxUnusedDynamicClientsPerTenant = 3, 2
+	})
+	mux := http.NewServeMux()
+	reg, err := clientreg.New(clientreg.Config{Store: e.store, DCRRate: 1000, DCRBurst: 1000,
+		MaxUnusedDynamicClients: 3, MaxUnusedDynamicClientsPerTenant: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux.Handle("/register", reg.DCRHandler(other))
+	otherSrv := httptest.NewServer(mux)
+	t.Cleanup(otherSrv.Close)
+
+	body := map[string]any{"redirect_uris": []string{"https://app.example/cb"}}
+	var first string
+	for i := range 2 {
+		a := postJSON(t, srv.URL+"/register", body, "X-Test-IP", "192.0.2."+strconv.Itoa(i+1))
+		if a.status != http.StatusCreated {
+			t.Fatalf("registration %d: %d %s", i, a.status, a.body)
+		}
+		if i == 0 {
+			first = decode[clientreg.RegistrationResponse](t, a).ClientID
+		}
+	}
+	// The tenant's bound, whoever asks.
+	full := postJSON(t, srv.URL+"/register", body, "X-Test-IP", "198.51.100.7")
+	wantErr(t, full, http.StatusServiceUnavailable, "temporarily_unavailable")
+	if ra, err := strconv.Atoi(full.header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("Retry-After %q", full.header.Get("Retry-After"))
+	}
+	// Another tenant has room until the global bound.
+	if a := postJSON(t, otherSrv.URL+"/register", body); a.status != http.StatusCreated {
+		t.Fatalf("other tenant: %d %s", a.status, a.body)
+	}
+	wantErr(t, postJSON(t, otherSrv.URL+"/register", body), http.StatusServiceUnavailable, "temporarily_unavailable")
+
+	// A client that is used no longer counts.
+	if _, err := e.store.MarkClientUsed(ctxT(t), tenant, first); err != nil {
+		t.Fatal(err)
+	}
+	if a := postJSON(t, srv.URL+"/register", body, "X-Test-IP", "198.51.100.8"); a.status != http.StatusCreated {
+		t.Fatalf("after a first use: %d %s", a.status, a.body)
+	}
+	wantErr(t, postJSON(t, srv.URL+"/register", body, "X-Test-IP", "198.51.100.9"), http.StatusServiceUnavailable, "temporarily_unavailable")
 }
 
 func TestDCRRateLimitRemoteAddr(t *testing.T) {

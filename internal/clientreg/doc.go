@@ -23,8 +23,19 @@
 // authorization_code and refresh_token, response type code. Requests are
 // limited per remote IP (IPv6 per /64) with a token bucket; the key comes
 // from the connection's address unless Config.ClientIP says otherwise (set
-// it only behind a proxy you trust). The client gets a random id and no
+// it only behind a proxy you trust). Anything that is not an address shares
+// one key. The limiter tracks at most DCRLimiterCapacity addresses; beyond,
+// the least recently seen is forgotten, so a flood of addresses makes it
+// lenient rather than refusing everyone. The client gets a random id and no
 // registration access token (no RFC 7592 management).
+//
+// Anyone can register, and every replica keeps every client in memory, so
+// the clients nobody has used yet are bounded: MaxUnusedDynamicClients over
+// all tenants, MaxUnusedDynamicClientsPerTenant per tenant (503
+// temporarily_unavailable at the bound). A client's first authorization
+// marks it used (identitystore.MarkClientUsed, one event per client); the
+// identity service expires those never used (identitystore's
+// DynamicClientExpired).
 //
 // # Client ID Metadata Documents
 //

@@ -12,8 +12,12 @@ import (
 
 // Limits on client metadata.
 const (
-	// MaxRedirectURIs bounds a client's redirect URIs.
-	MaxRedirectURIs = 16
+	// MaxRedirectURIs bounds a client's redirect URIs, and
+	// MaxRedirectURIsBytes their total length: every replica keeps every
+	// client in memory, and anyone may register one (real clients send one
+	// or two short URIs).
+	MaxRedirectURIs      = 16
+	MaxRedirectURIsBytes = 4 << 10
 	// maxURILen bounds a redirect URI or a client id URL.
 	maxURILen = 2048
 	// MaxClientNameBytes bounds a client name.
@@ -149,6 +153,13 @@ func checkRedirectURIs(uris []string) ([]string, *metadataError) {
 	}
 	if len(uris) > MaxRedirectURIs {
 		return nil, badRedirect("redirect_uris: %d given, at most %d", len(uris), MaxRedirectURIs)
+	}
+	total := 0
+	for _, v := range uris {
+		total += len(v)
+	}
+	if total > MaxRedirectURIsBytes {
+		return nil, badRedirect("redirect_uris: %d bytes in all, at most %d", total, MaxRedirectURIsBytes)
 	}
 	out := make([]string, 0, len(uris))
 	for i, v := range uris {

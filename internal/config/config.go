@@ -102,6 +102,21 @@ type Identity struct {
 	IdPs []IdP `yaml:"idps,omitempty"`
 	// TestIdP runs an in-process OpenID provider for tests and the demo.
 	TestIdP TestIdP `yaml:"test_idp"`
+	// DCR bounds dynamic client registration.
+	DCR DCR `yaml:"dcr"`
+}
+
+// DCR bounds dynamically registered OAuth clients, which anyone may create
+// and every replica holds in memory.
+type DCR struct {
+	// MaxUnusedClients bounds the clients nobody has used yet over all
+	// tenants; MaxUnusedClientsPerTenant per tenant.
+	MaxUnusedClients          int `yaml:"max_unused_clients"`
+	MaxUnusedClientsPerTenant int `yaml:"max_unused_clients_per_tenant"`
+	// UnusedClientTTL: a client not used for an authorization within it
+	// expires; SweepInterval is how often expiry runs.
+	UnusedClientTTL time.Duration `yaml:"unused_client_ttl"`
+	SweepInterval   time.Duration `yaml:"sweep_interval"`
 }
 
 // IdP is a tenant's organization OpenID provider.
@@ -231,6 +246,12 @@ type Ledger struct {
 	CheckpointEvery    int           `yaml:"checkpoint_every"`
 	// SecretsCacheTTL bounds how late a replica sees another's erasure.
 	SecretsCacheTTL time.Duration `yaml:"secrets_cache_ttl"`
+	// MaxExports bounds the ledger exports this process streams at once,
+	// MaxExportsPerPerson those of one person; ExportWriteTimeout bounds
+	// each write to the client, so a reader that stops reading is cut off.
+	MaxExports          int           `yaml:"max_exports"`
+	MaxExportsPerPerson int           `yaml:"max_exports_per_person"`
+	ExportWriteTimeout  time.Duration `yaml:"export_write_timeout"`
 }
 
 // Ops configures operator diagnostics (alpctl trace).
@@ -306,8 +327,10 @@ func Default() Config {
 			NMPHaltPercent: 95,
 		},
 		Ledger: Ledger{Workers: 2, MaxBatch: 500, MaxTrees: 4096, CheckpointInterval: 100 * time.Millisecond,
-			CheckpointEvery: 1000, SecretsCacheTTL: 30 * time.Second},
-		Identity: Identity{TestIdP: TestIdP{Listen: "127.0.0.1:0"}},
+			CheckpointEvery: 1000, SecretsCacheTTL: 30 * time.Second,
+			MaxExports: 4, MaxExportsPerPerson: 1, ExportWriteTimeout: 30 * time.Second},
+		Identity: Identity{TestIdP: TestIdP{Listen: "127.0.0.1:0"},
+			DCR: DCR{MaxUnusedClients: 10000, MaxUnusedClientsPerTenant: 2000, UnusedClientTTL: time.Hour, SweepInterval: time.Minute}},
 		Bus: Bus{
 			Duplicates:  2 * time.Minute,
 			EventMaxAge: 720 * time.Hour,

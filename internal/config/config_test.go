@@ -261,6 +261,13 @@ func TestValidateRules(t *testing.T) {
 		{"bus ack wait below 1s", func(c *Config) { c.Bus.AckWait = 999 * time.Millisecond }, "config: bus.ack_wait: 999ms is below the minimum of 1s", ""},
 		{"bus seen ttl equal to duplicates", func(c *Config) { c.Bus.SeenTTL = c.Bus.Duplicates }, "config: bus.seen_ttl: 2m must be longer than bus.duplicates (2m)", ""},
 		{"bus seen ttl shorter", func(c *Config) { c.Bus.SeenTTL = time.Minute }, "config: bus.seen_ttl:", ""},
+		{"ledger max exports zero", func(c *Config) { c.Ledger.MaxExports, c.Ledger.MaxExportsPerPerson = 0, 1 }, "config: ledger.max_exports: 0 is out of range 1 to 1000", ""},
+		{"ledger exports per person over max", func(c *Config) { c.Ledger.MaxExportsPerPerson = 5 }, "config: ledger.max_exports_per_person: 5 is out of range 1 to 4", ""},
+		{"ledger export write timeout", func(c *Config) { c.Ledger.ExportWriteTimeout = 0 }, "config: ledger.export_write_timeout: 0s is out of range 1s to 10m", ""},
+		{"dcr max unused zero", func(c *Config) { c.Identity.DCR.MaxUnusedClients, c.Identity.DCR.MaxUnusedClientsPerTenant = 0, 1 }, "config: identity.dcr.max_unused_clients: 0 is out of range", ""},
+		{"dcr per tenant over global", func(c *Config) { c.Identity.DCR.MaxUnusedClientsPerTenant = 20000 }, "config: identity.dcr.max_unused_clients_per_tenant: 20000 is out of range 1 to identity.dcr.max_unused_clients (10000)", ""},
+		{"dcr ttl below 1m", func(c *Config) { c.Identity.DCR.UnusedClientTTL = time.Second }, "config: identity.dcr.unused_client_ttl: 1s is out of range 1m to 720h", ""},
+		{"dcr sweep interval zero", func(c *Config) { c.Identity.DCR.SweepInterval = 0 }, "config: identity.dcr.sweep_interval: 0s is out of range 1s to 1h", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

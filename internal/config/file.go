@@ -46,39 +46,69 @@ func Parse(data []byte, source string) (Config, error) {
 // time.Duration). Config's yaml tags must stay identical to these; a test
 // checks that a marshalled Config parses back unchanged.
 type fileConfig struct {
-	Broker   Broker     `yaml:"broker"`
-	DataDir  string     `yaml:"data_dir"`
-	HTTP     HTTP       `yaml:"http"`
-	NATS     NATS       `yaml:"nats"`
-	GRPC     GRPC       `yaml:"grpc"`
-	Keystore Keystore   `yaml:"keystore"`
-	Log      Log        `yaml:"log"`
-	Bus      fileBus    `yaml:"bus"`
-	Ops      Ops        `yaml:"ops"`
-	Identity Identity   `yaml:"identity"`
-	NLIP     fileNLIP   `yaml:"nlip"`
-	Ledger   fileLedger `yaml:"ledger"`
+	Broker   Broker       `yaml:"broker"`
+	DataDir  string       `yaml:"data_dir"`
+	HTTP     HTTP         `yaml:"http"`
+	NATS     NATS         `yaml:"nats"`
+	GRPC     GRPC         `yaml:"grpc"`
+	Keystore Keystore     `yaml:"keystore"`
+	Log      Log          `yaml:"log"`
+	Bus      fileBus      `yaml:"bus"`
+	Ops      Ops          `yaml:"ops"`
+	Identity fileIdentity `yaml:"identity"`
+	NLIP     fileNLIP     `yaml:"nlip"`
+	Ledger   fileLedger   `yaml:"ledger"`
+}
+
+type fileIdentity struct {
+	IdPs    []IdP   `yaml:"idps,omitempty"`
+	TestIdP TestIdP `yaml:"test_idp"`
+	DCR     fileDCR `yaml:"dcr"`
+}
+
+type fileDCR struct {
+	MaxUnusedClients          int      `yaml:"max_unused_clients"`
+	MaxUnusedClientsPerTenant int      `yaml:"max_unused_clients_per_tenant"`
+	UnusedClientTTL           duration `yaml:"unused_client_ttl"`
+	SweepInterval             duration `yaml:"sweep_interval"`
+}
+
+func (i Identity) file() fileIdentity {
+	return fileIdentity{IdPs: i.IdPs, TestIdP: i.TestIdP, DCR: fileDCR{
+		MaxUnusedClients: i.DCR.MaxUnusedClients, MaxUnusedClientsPerTenant: i.DCR.MaxUnusedClientsPerTenant,
+		UnusedClientTTL: duration(i.DCR.UnusedClientTTL), SweepInterval: duration(i.DCR.SweepInterval)}}
+}
+
+func (f fileIdentity) config() Identity {
+	return Identity{IdPs: f.IdPs, TestIdP: f.TestIdP, DCR: DCR{
+		MaxUnusedClients: f.DCR.MaxUnusedClients, MaxUnusedClientsPerTenant: f.DCR.MaxUnusedClientsPerTenant,
+		UnusedClientTTL: time.Duration(f.DCR.UnusedClientTTL), SweepInterval: time.Duration(f.DCR.SweepInterval)}}
 }
 
 type fileLedger struct {
-	Workers            int      `yaml:"workers"`
-	MaxBatch           int      `yaml:"max_batch"`
-	MaxTrees           int      `yaml:"max_trees"`
-	CheckpointInterval duration `yaml:"checkpoint_interval"`
-	CheckpointEvery    int      `yaml:"checkpoint_every"`
-	SecretsCacheTTL    duration `yaml:"secrets_cache_ttl"`
+	Workers             int      `yaml:"workers"`
+	MaxBatch            int      `yaml:"max_batch"`
+	MaxTrees            int      `yaml:"max_trees"`
+	CheckpointInterval  duration `yaml:"checkpoint_interval"`
+	CheckpointEvery     int      `yaml:"checkpoint_every"`
+	SecretsCacheTTL     duration `yaml:"secrets_cache_ttl"`
+	MaxExports          int      `yaml:"max_exports"`
+	MaxExportsPerPerson int      `yaml:"max_exports_per_person"`
+	ExportWriteTimeout  duration `yaml:"export_write_timeout"`
 }
 
 func (l Ledger) file() fileLedger {
 	return fileLedger{Workers: l.Workers, MaxBatch: l.MaxBatch, MaxTrees: l.MaxTrees,
 		CheckpointInterval: duration(l.CheckpointInterval), CheckpointEvery: l.CheckpointEvery,
-		SecretsCacheTTL: duration(l.SecretsCacheTTL)}
+		SecretsCacheTTL: duration(l.SecretsCacheTTL),
+		MaxExports:      l.MaxExports, MaxExportsPerPerson: l.MaxExportsPerPerson, ExportWriteTimeout: duration(l.ExportWriteTimeout)}
 }
 
 func (f fileLedger) config() Ledger {
 	return Ledger{Workers: f.Workers, MaxBatch: f.MaxBatch, MaxTrees: f.MaxTrees,
 		CheckpointInterval: time.Duration(f.CheckpointInterval), CheckpointEvery: f.CheckpointEvery,
-		SecretsCacheTTL: time.Duration(f.SecretsCacheTTL)}
+		SecretsCacheTTL: time.Duration(f.SecretsCacheTTL),
+		MaxExports:      f.MaxExports, MaxExportsPerPerson: f.MaxExportsPerPerson, ExportWriteTimeout: time.Duration(f.ExportWriteTimeout)}
 }
 
 type fileNLIP struct {
@@ -160,7 +190,7 @@ var durationType = reflect.TypeFor[duration]()
 func toFile(c Config) fileConfig {
 	f := fileConfig{
 		Broker: c.Broker, DataDir: c.DataDir, HTTP: c.HTTP, NATS: c.NATS,
-		GRPC: c.GRPC, Keystore: c.Keystore, Log: c.Log, Ops: c.Ops, Identity: c.Identity,
+		GRPC: c.GRPC, Keystore: c.Keystore, Log: c.Log, Ops: c.Ops, Identity: c.Identity.file(),
 		NLIP: c.NLIP.file(), Ledger: c.Ledger.file(),
 		Bus: fileBus{
 			Duplicates:  duration(c.Bus.Duplicates),
@@ -185,7 +215,7 @@ func toFile(c Config) fileConfig {
 func (f fileConfig) config() Config {
 	return Config{
 		Broker: f.Broker, DataDir: f.DataDir, HTTP: f.HTTP, NATS: f.NATS,
-		GRPC: f.GRPC, Keystore: f.Keystore, Log: f.Log, Ops: f.Ops, Identity: f.Identity,
+		GRPC: f.GRPC, Keystore: f.Keystore, Log: f.Log, Ops: f.Ops, Identity: f.Identity.config(),
 		NLIP: f.NLIP.config(), Ledger: f.Ledger.config(),
 		Bus: Bus{
 			Duplicates:  time.Duration(f.Bus.Duplicates),

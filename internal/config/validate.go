@@ -223,6 +223,7 @@ func (c *Config) validate() []fieldError {
 	}
 	c.validateNLIP(bad)
 	c.validateLedger(bad)
+	c.validateDCR(bad)
 	if c.Ops.TraceBurst < 1 || c.Ops.TraceBurst > 100 {
 		bad("ops.trace_burst", "%d is out of range 1 to 100", c.Ops.TraceBurst)
 	}
@@ -539,6 +540,8 @@ func (c *Config) validateLedger(bad func(path, format string, args ...any)) {
 		{"ledger.max_batch", l.MaxBatch, 1, 10000},
 		{"ledger.max_trees", l.MaxTrees, 16, 10_000_000},
 		{"ledger.checkpoint_every", l.CheckpointEvery, 1, 1_000_000},
+		{"ledger.max_exports", l.MaxExports, 1, 1000},
+		{"ledger.max_exports_per_person", l.MaxExportsPerPerson, 1, max(1, l.MaxExports)},
 	} {
 		if f.v < f.min || f.v > f.max {
 			bad(f.path, "%d is out of range %d to %d", f.v, f.min, f.max)
@@ -549,5 +552,25 @@ func (c *Config) validateLedger(bad func(path, format string, args ...any)) {
 	}
 	if l.SecretsCacheTTL < time.Second || l.SecretsCacheTTL > time.Hour {
 		bad("ledger.secrets_cache_ttl", "%s is out of range 1s to 1h", fmtDuration(l.SecretsCacheTTL))
+	}
+	if l.ExportWriteTimeout < time.Second || l.ExportWriteTimeout > 10*time.Minute {
+		bad("ledger.export_write_timeout", "%s is out of range 1s to 10m", fmtDuration(l.ExportWriteTimeout))
+	}
+}
+
+// validateDCR checks the bounds of dynamic client registration.
+func (c *Config) validateDCR(bad func(path, format string, args ...any)) {
+	d := c.Identity.DCR
+	if d.MaxUnusedClients < 1 || d.MaxUnusedClients > 1_000_000 {
+		bad("identity.dcr.max_unused_clients", "%d is out of range 1 to 1000000", d.MaxUnusedClients)
+	}
+	if d.MaxUnusedClientsPerTenant < 1 || d.MaxUnusedClientsPerTenant > max(1, d.MaxUnusedClients) {
+		bad("identity.dcr.max_unused_clients_per_tenant", "%d is out of range 1 to identity.dcr.max_unused_clients (%d)", d.MaxUnusedClientsPerTenant, d.MaxUnusedClients)
+	}
+	if d.UnusedClientTTL < time.Minute || d.UnusedClientTTL > 720*time.Hour {
+		bad("identity.dcr.unused_client_ttl", "%s is out of range 1m to 720h", fmtDuration(d.UnusedClientTTL))
+	}
+	if d.SweepInterval < time.Second || d.SweepInterval > time.Hour {
+		bad("identity.dcr.sweep_interval", "%s is out of range 1s to 1h", fmtDuration(d.SweepInterval))
 	}
 }

@@ -44,8 +44,10 @@ import (
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/services/identity"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 	"github.com/alpd-project/alpd/services/ledger"
+	ledgerapi "github.com/alpd-project/alpd/services/ledger/api"
 )
 
 // KEKFileName is where a development key-encryption key is generated when
@@ -155,6 +157,11 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 		Ledger: ledger.Options{Workers: cfg.Ledger.Workers, MaxBatch: cfg.Ledger.MaxBatch, MaxTrees: cfg.Ledger.MaxTrees,
 			CheckpointInterval: cfg.Ledger.CheckpointInterval, CheckpointEvery: cfg.Ledger.CheckpointEvery,
 			SecretsCacheTTL: cfg.Ledger.SecretsCacheTTL},
+		LedgerAPI: ledgerapi.Limits{MaxExports: cfg.Ledger.MaxExports, MaxExportsPerPerson: cfg.Ledger.MaxExportsPerPerson,
+			ExportWriteTimeout: cfg.Ledger.ExportWriteTimeout},
+		DynamicClients: identity.DynamicClients{MaxUnused: cfg.Identity.DCR.MaxUnusedClients,
+			MaxUnusedPerTenant: cfg.Identity.DCR.MaxUnusedClientsPerTenant,
+			UnusedTTL:          cfg.Identity.DCR.UnusedClientTTL, SweepInterval: cfg.Identity.DCR.SweepInterval},
 	}, deps)
 	if err != nil {
 		return nil, err

@@ -106,6 +106,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 			JWKS: slices.Clone(e.GetJwks()), RegisteredBy: e.GetRegisteredBy(),
 			VendorAttestation: e.GetVendorAttestation(), Registered: occurred,
 		}
+		ts.countUnused(ts.clients[e.GetClientId()], 1)
 
 	case *alpv1.Event_VendorAttestationBound:
 		e := b.VendorAttestationBound
@@ -117,6 +118,20 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 			return fmt.Errorf("unknown client")
 		}
 		c.VendorAttestation, c.AttestedBy = e.GetAttestation(), e.GetBy()
+
+	case *alpv1.Event_ClientFirstUsed:
+		e := b.ClientFirstUsed
+		if err := body(e.GetTenant(), "client", clientToken(e.GetClientId())); err != nil {
+			return err
+		}
+		return ts.applyClientFirstUsed(e)
+
+	case *alpv1.Event_DynamicClientExpired:
+		e := b.DynamicClientExpired
+		if err := body(e.GetTenant(), "client", clientToken(e.GetClientId())); err != nil {
+			return err
+		}
+		return ts.applyDynamicClientExpired(e)
 
 	case *alpv1.Event_GrantIssued:
 		e := b.GrantIssued

@@ -115,6 +115,10 @@ type Client struct {
 	// given at registration).
 	AttestedBy string
 	Registered time.Time
+	// FirstUsed is when a person first authorized an agent through the
+	// client; zero if nobody has (see MarkClientUsed). Only dynamically
+	// registered clients are marked: they expire if never used.
+	FirstUsed time.Time
 }
 
 // Class is the trust class of agents using the client: company for a
@@ -181,6 +185,8 @@ type tenantState struct {
 	byRefresh map[Hash]string    // every generation's hash → grant id
 	pats      map[string]*PAT    // by id
 	byPATHash map[Hash]string    // token hash → pat id
+	// unusedDynamic counts the PUBLIC_DCR clients never used (clients.go).
+	unusedDynamic int
 }
 
 func newTenantState(domain string) *tenantState {

@@ -9,6 +9,9 @@ import (
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
+
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/identitystore"
 )
 
 // VerifyAuthRequest finds the client and checks the redirect URI, exactly
@@ -92,17 +95,35 @@ func (t *tenantAS) Authorize(ctx context.Context, cr *op.ClientRequest[oidc.Auth
 		return t.signInRedirect(cr), nil
 	}
 
-	if needsConsent(cl.c) && !t.s.validConsent(cr.Form.Get("consent"), t.tenant, sess.PersonID, cl.c.ID, d.RedirectURI, d.CodeChallenge) {
-		form := url.Values{}
-		for k, v := range cr.Form {
-			if k != "consent" {
-				form[k] = v
+	now := t.s.now()
+	if needsConsent(cl.c) {
+		id, problem := t.s.checkConsent(t.tenant, sess, cr.Form)
+		switch problem {
+		case consentMissing, consentExpired:
+			form := url.Values{}
+			for k, v := range cr.Form {
+				if k != consentParam {
+					form[k] = v
+				}
 			}
+			return op.NewRedirect(PathPrefix + t.tenant + PathConsent + "?" + form.Encode()), nil
+		case consentMismatch:
+			t.s.log.WarnContext(ctx, "oauthas: consent ticket refused: it does not match the request", "tenant", t.tenant, "client_id", cl.c.ID, "person_id", sess.PersonID)
+			return nil, consentMismatched()
 		}
-		return op.NewRedirect(PathPrefix + t.tenant + PathConsent + "?" + form.Encode()), nil
+		switch err := t.s.claimConsent(ctx, t.tenant, id, now.Add(consentTTL)); {
+		case errors.Is(err, errConsentReplayed):
+			t.s.log.WarnContext(ctx, "oauthas: consent ticket refused: already used", "tenant", t.tenant, "client_id", cl.c.ID, "person_id", sess.PersonID)
+			return nil, consentReplayed()
+		case err != nil:
+			t.s.log.ErrorContext(ctx, "oauthas: claiming a consent ticket", "tenant", t.tenant, "err", err)
+			return nil, temporarilyUnavailable("the authorization cannot be completed now; try again")
+		}
+	}
+	if rerr := t.markUsed(ctx, cl.c); rerr != nil {
+		return nil, rerr
 	}
 
-	now := t.s.now()
 	code := newSecret(codePrefix)
 	entry := codeEntry{
 		State: codeIssued, Tenant: t.tenant, ClientID: cl.c.ID, RedirectURI: d.RedirectURI,
@@ -127,6 +148,25 @@ func (t *tenantAS) Authorize(ctx context.Context, cr *op.ClientRequest[oidc.Auth
 	q.Set("iss", t.issuer) // RFC 9207
 	u.RawQuery = q.Encode()
 	return op.NewRedirect(u.String()), nil
+}
+
+// markUsed records the first authorization through a dynamically
+// registered client, which keeps it from expiring (one event per client;
+// afterwards the stored client says it is used and nothing is written).
+func (t *tenantAS) markUsed(ctx context.Context, c identitystore.Client) *oidc.Error {
+	if c.Kind != alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR || !c.FirstUsed.IsZero() {
+		return nil
+	}
+	_, err := t.s.deps.Store.MarkClientUsed(ctx, t.tenant, c.ID)
+	switch {
+	case errors.Is(err, identitystore.ErrNotFound):
+		// It expired between the request's start and now.
+		return oidc.ErrUnauthorizedClient().WithDescription("the client's registration has expired; register again")
+	case err != nil:
+		t.s.log.ErrorContext(ctx, "oauthas: recording a client's first use", "tenant", t.tenant, "client_id", c.ID, "err", err)
+		return temporarilyUnavailable("the authorization cannot be completed now; try again")
+	}
+	return nil
 }
 
 // signInRedirect sends the browser to sign in to this tenant and come back

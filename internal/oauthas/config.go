@@ -129,6 +129,9 @@ type Store interface {
 	RotateRefresh(ctx context.Context, tenant, grantID string, presented, next identitystore.Hash) error
 	RevokeGrant(ctx context.Context, tenant, grantID, reason string) error
 	RevokePersonAgents(ctx context.Context, tenant, personID, reason string) error
+	// MarkClientUsed records a client's first authorization (dynamic
+	// clients never used expire).
+	MarkClientUsed(ctx context.Context, tenant, clientID string) (identitystore.Client, error)
 	// Revoked and Fresh make the store the access token verifier's
 	// revocation checker (accesstoken.RevocationChecker).
 	Revoked(tenant, personID, grantID string, issuedAt time.Time) (bool, string)

@@ -155,6 +155,9 @@ type harness struct {
 	admin   map[string]string // tenant -> admin person id
 	mcp     string            // the main resource
 	rest    string            // another resource
+	// cfg and deps built as; replica builds another server from them.
+	cfg  oauthas.Config
+	deps oauthas.Deps
 }
 
 type harnessOpts struct {
@@ -238,12 +241,14 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	if o.noRecheck {
 		deps.Recheck = nil
 	}
-	h.as, err = oauthas.New(oauthas.Config{
+	h.cfg = oauthas.Config{
 		ConsentKey: testConsentKey,
 		PublicURL:  h.public, Tenants: tenants, Resource: h.mcp, Resources: []string{h.rest},
 		Scopes: []string{scopeRead, scopeSend}, CodeTTL: o.codeTTL,
 		RegistrationEndpoint: h.public + "/oauth/{tenant}/register", ClientIDMetadataDocumentSupported: true,
-	}, deps)
+	}
+	h.deps = deps
+	h.as, err = oauthas.New(h.cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +269,28 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 		h.admin[tn] = p.ID
 	}
 	return h
+}
+
+// replica serves another authorization server of the same broker (same
+// store, code bucket, sign-in and keys) on a listener of its own, as a
+// second identity replica would, and returns its host:port. The browser's
+// session cookie is good there too (cookies do not depend on the port).
+func (h *harness) replica() string {
+	h.t.Helper()
+	mux := http.NewServeMux()
+	srv := httptest.NewUnstartedServer(mux)
+	cfg := h.cfg
+	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
+	as, err := oauthas.New(cfg, h.deps)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, p := range as.Patterns() {
+		mux.Handle(p, as.Handler())
+	}
+	srv.Start()
+	h.t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
 }
 
 func startIdP(t *testing.T, cfg testidp.Config) *testidp.IdP {

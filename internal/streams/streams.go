@@ -60,6 +60,7 @@ func IdentityKinds() []string {
 		"key_lifecycle", "data_key_destroyed",
 		"person_bound", "person_updated", "person_agents_revoked",
 		"client_registered", "vendor_attestation_bound",
+		"client_first_used", "dynamic_client_expired",
 		"grant_issued", "refresh_token_rotated", "grant_revoked",
 		"personal_access_token_issued", "personal_access_token_revoked",
 		"sealed_secret_created", "idp_token_stored",

@@ -46,6 +46,7 @@ type Service struct {
 	recheck   *Rechecker
 	http      http.Handler
 	registrar *clientreg.Registrar
+	sweeper   *ClientSweeper
 }
 
 // Options are identity's own settings.
@@ -69,6 +70,9 @@ type Options struct {
 	RecheckGrace time.Duration
 	// HTTPClient talks to the IdPs (default: 15 s timeout).
 	HTTPClient *http.Client
+	// DynamicClients bounds dynamic client registration and expires the
+	// clients nobody used (zero values: defaults).
+	DynamicClients DynamicClients
 }
 
 // New builds the identity service.
@@ -82,6 +86,7 @@ func New(d service.Deps, o Options) *Service {
 	if o.RecheckGrace == 0 {
 		o.RecheckGrace = 15 * time.Minute
 	}
+	o.DynamicClients.complete()
 	return &Service{Base: service.NewBase(alpv1.Role_ROLE_IDENTITY, d), opts: o}
 }
 
@@ -150,6 +155,8 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.buildHTTP(ctx); err != nil {
 		return err
 	}
+	s.sweeper = &ClientSweeper{Store: store, Tenants: s.Tenants, TTL: s.opts.DynamicClients.UnusedTTL, Logger: s.Logger}
+	go s.sweeper.Run(ctx, s.opts.DynamicClients.SweepInterval)
 	s.MarkStarted()
 	return nil
 }
@@ -177,6 +184,10 @@ func (s *Service) startSignIn(ctx context.Context) error {
 	s.recheck = &Rechecker{s: s, signin: svc, Grace: s.opts.RecheckGrace}
 	return nil
 }
+
+// ClientSweeper expires the dynamic clients nobody used (nil before
+// Start); Start runs it every DynamicClients.SweepInterval.
+func (s *Service) ClientSweeper() *ClientSweeper { return s.sweeper }
 
 // SignIn is the people sign-in service (nil before Start or without IdPs).
 func (s *Service) SignIn() *signin.Service { return s.signin }
@@ -231,7 +242,7 @@ func (s *Service) authorizationServer(ctx context.Context, reg *clientreg.Regist
 
 func (s *Service) buildHTTP(ctx context.Context) error {
 	mux := http.NewServeMux()
-	cfg := clientreg.Config{Store: s.store, Bus: s.Bus, Scopes: Scopes(), Logger: s.Logger}
+	cfg := s.opts.DynamicClients.registrarConfig(clientreg.Config{Store: s.store, Bus: s.Bus, Scopes: Scopes(), Logger: s.Logger})
 	if s.signin != nil {
 		h := s.signin.Handler()
 		mux.Handle("/signin", h)

@@ -9,6 +9,7 @@ package alpv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -976,11 +977,146 @@ func (x *PersonalAccessTokenRevoked) GetReason() string {
 	return ""
 }
 
+// ClientFirstUsed: a person authorized an agent through the client for the
+// first time. Recorded once per client, never per request: it is what
+// keeps a dynamically registered client from expiring.
+type ClientFirstUsed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	ClientId      string                 `protobuf:"bytes,2,opt,name=client_id,json=clientId" json:"client_id,omitempty"`
+	Used          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=used" json:"used,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientFirstUsed) Reset() {
+	*x = ClientFirstUsed{}
+	mi := &file_alp_v1_identity_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientFirstUsed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientFirstUsed) ProtoMessage() {}
+
+func (x *ClientFirstUsed) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_identity_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientFirstUsed.ProtoReflect.Descriptor instead.
+func (*ClientFirstUsed) Descriptor() ([]byte, []int) {
+	return file_alp_v1_identity_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ClientFirstUsed) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ClientFirstUsed) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClientFirstUsed) GetUsed() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Used
+	}
+	return nil
+}
+
+// DynamicClientExpired: a dynamically registered client that nobody ever
+// used was removed, so that registrations cannot fill every replica's
+// memory. Its id is unknown from then on.
+type DynamicClientExpired struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tenant   string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	ClientId string                 `protobuf:"bytes,2,opt,name=client_id,json=clientId" json:"client_id,omitempty"`
+	// When it was registered, and how long unused clients live.
+	Registered    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=registered" json:"registered,omitempty"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,4,opt,name=ttl" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DynamicClientExpired) Reset() {
+	*x = DynamicClientExpired{}
+	mi := &file_alp_v1_identity_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DynamicClientExpired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DynamicClientExpired) ProtoMessage() {}
+
+func (x *DynamicClientExpired) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_identity_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DynamicClientExpired.ProtoReflect.Descriptor instead.
+func (*DynamicClientExpired) Descriptor() ([]byte, []int) {
+	return file_alp_v1_identity_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DynamicClientExpired) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *DynamicClientExpired) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *DynamicClientExpired) GetRegistered() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Registered
+	}
+	return nil
+}
+
+func (x *DynamicClientExpired) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
 var File_alp_v1_identity_proto protoreflect.FileDescriptor
 
 const file_alp_v1_identity_proto_rawDesc = "" +
 	"\n" +
-	"\x15alp/v1/identity.proto\x12\x06alp.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x01\n" +
+	"\x15alp/v1/identity.proto\x12\x06alp.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x01\n" +
 	"\vPersonBound\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
 	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12\x16\n" +
@@ -1051,7 +1187,18 @@ const file_alp_v1_identity_proto_rawDesc = "" +
 	"\x1aPersonalAccessTokenRevoked\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n" +
 	"\x06pat_id\x18\x02 \x01(\tR\x05patId\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason*\x9f\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"v\n" +
+	"\x0fClientFirstUsed\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12.\n" +
+	"\x04used\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04used\"\xb4\x01\n" +
+	"\x14DynamicClientExpired\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12:\n" +
+	"\n" +
+	"registered\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"registered\x12+\n" +
+	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl*\x9f\x01\n" +
 	"\n" +
 	"ClientKind\x12\x1b\n" +
 	"\x17CLIENT_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
@@ -1080,7 +1227,7 @@ func file_alp_v1_identity_proto_rawDescGZIP() []byte {
 }
 
 var file_alp_v1_identity_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_alp_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_alp_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_alp_v1_identity_proto_goTypes = []any{
 	(ClientKind)(0),                    // 0: alp.v1.ClientKind
 	(TrustClass)(0),                    // 1: alp.v1.TrustClass
@@ -1094,20 +1241,26 @@ var file_alp_v1_identity_proto_goTypes = []any{
 	(*PersonAgentsRevoked)(nil),        // 9: alp.v1.PersonAgentsRevoked
 	(*PersonalAccessTokenIssued)(nil),  // 10: alp.v1.PersonalAccessTokenIssued
 	(*PersonalAccessTokenRevoked)(nil), // 11: alp.v1.PersonalAccessTokenRevoked
-	(*timestamppb.Timestamp)(nil),      // 12: google.protobuf.Timestamp
+	(*ClientFirstUsed)(nil),            // 12: alp.v1.ClientFirstUsed
+	(*DynamicClientExpired)(nil),       // 13: alp.v1.DynamicClientExpired
+	(*timestamppb.Timestamp)(nil),      // 14: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 15: google.protobuf.Duration
 }
 var file_alp_v1_identity_proto_depIdxs = []int32{
-	12, // 0: alp.v1.PersonBound.bound:type_name -> google.protobuf.Timestamp
+	14, // 0: alp.v1.PersonBound.bound:type_name -> google.protobuf.Timestamp
 	0,  // 1: alp.v1.ClientRegistered.kind:type_name -> alp.v1.ClientKind
 	1,  // 2: alp.v1.GrantIssued.class:type_name -> alp.v1.TrustClass
-	12, // 3: alp.v1.GrantIssued.issued:type_name -> google.protobuf.Timestamp
-	12, // 4: alp.v1.PersonAgentsRevoked.before:type_name -> google.protobuf.Timestamp
-	12, // 5: alp.v1.PersonalAccessTokenIssued.expires:type_name -> google.protobuf.Timestamp
-	6,  // [6:6] is the sub-list for method output_type
-	6,  // [6:6] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	14, // 3: alp.v1.GrantIssued.issued:type_name -> google.protobuf.Timestamp
+	14, // 4: alp.v1.PersonAgentsRevoked.before:type_name -> google.protobuf.Timestamp
+	14, // 5: alp.v1.PersonalAccessTokenIssued.expires:type_name -> google.protobuf.Timestamp
+	14, // 6: alp.v1.ClientFirstUsed.used:type_name -> google.protobuf.Timestamp
+	14, // 7: alp.v1.DynamicClientExpired.registered:type_name -> google.protobuf.Timestamp
+	15, // 8: alp.v1.DynamicClientExpired.ttl:type_name -> google.protobuf.Duration
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_alp_v1_identity_proto_init() }
@@ -1121,7 +1274,7 @@ func file_alp_v1_identity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_v1_identity_proto_rawDesc), len(file_alp_v1_identity_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/signin"
@@ -44,8 +45,17 @@ type Limits struct {
 	// (default 1000).
 	DefaultPage, MaxPage int
 	// MaxExports is the number of exports this process streams at once
-	// (default 4); more are refused with 429.
+	// (default 4); more are refused with 429 too_many_exports.
 	MaxExports int
+	// MaxExportsPerPerson is how many of those one person may hold at once
+	// (default 1, at most MaxExports); more are refused with 429
+	// export_in_progress. Without it one person's connections could take
+	// every slot and starve everyone else.
+	MaxExportsPerPerson int
+	// ExportWriteTimeout bounds each write of an export to the client
+	// (default 30s): a reader that stops reading is cut off after it and
+	// its slot is freed. Over HTTP only (gRPC has its own flow control).
+	ExportWriteTimeout time.Duration
 }
 
 func (l *Limits) complete() {
@@ -59,7 +69,19 @@ func (l *Limits) complete() {
 	if l.MaxExports <= 0 {
 		l.MaxExports = 4
 	}
+	if l.MaxExportsPerPerson <= 0 {
+		l.MaxExportsPerPerson = 1
+	}
+	l.MaxExportsPerPerson = min(l.MaxExportsPerPerson, l.MaxExports)
+	if l.ExportWriteTimeout <= 0 {
+		l.ExportWriteTimeout = DefaultExportWriteTimeout
+	}
 }
+
+// DefaultExportWriteTimeout is Limits.ExportWriteTimeout's default: ample
+// for one 64 KiB chunk on a slow link, short enough that a stalled reader
+// gives its slot back soon.
+const DefaultExportWriteTimeout = 30 * time.Second
 
 // Options build an API.
 type Options struct {
@@ -82,7 +104,7 @@ type API struct {
 	sessions Sessions
 	limits   Limits
 	log      *slog.Logger
-	exports  chan struct{}
+	exports  *exportSlots
 	mux      *http.ServeMux
 }
 
@@ -93,7 +115,7 @@ func New(o Options) *API {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &API{backend: o.Backend, auth: o.Auth, sessions: o.Sessions, limits: o.Limits, log: o.Logger,
-		exports: make(chan struct{}, o.Limits.MaxExports)}
+		exports: newExportSlots(o.Limits.MaxExports, o.Limits.MaxExportsPerPerson)}
 	a.mux = a.routes()
 	return a
 }

@@ -29,7 +29,8 @@ const (
 	CodeNotHosted              = "tenant_not_hosted"
 	CodeNotFound               = "not_found"
 	CodeMethodNotAllowed       = "method_not_allowed"
-	CodeTooManyExports         = "too_many_exports"
+	CodeTooManyExports         = "too_many_exports"   // every export slot of this process is taken
+	CodeExportInProgress       = "export_in_progress" // the person already holds their share of export slots
 	CodeCheckpointPending      = "checkpoint_pending" // entries exist but no checkpoint is signed yet
 	CodeNotReady               = "not_ready"
 	CodeInternal               = "internal_error"

@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
+	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -26,14 +29,11 @@ const exportBatch = 512
 // after it (started true) the output is incomplete and the transport must
 // make that visible (abort the response, fail the stream).
 func (a *API) export(ctx context.Context, rd reader, begin func(*head) io.Writer) (started bool, _ *Error) {
-	select {
-	case a.exports <- struct{}{}:
-		defer func() { <-a.exports }()
-	default:
-		e := newError(http.StatusTooManyRequests, CodeTooManyExports, "too many ledgers are being exported right now; try again shortly")
-		e.RetryAfter = 5
+	release, e := a.exports.acquire(rd.Tenant + "\x00" + rd.PersonID)
+	if e != nil {
 		return false, e
 	}
+	defer release()
 	h, e := a.readHead(ctx, rd)
 	if e != nil {
 		return false, e
@@ -102,6 +102,82 @@ func (h *head) writeExport(ctx context.Context, w io.Writer, hr tlog.HashReader,
 	return ew.Close()
 }
 
+// exportSlots bounds the exports running at once: max in all, perPerson
+// for one person (tenant and person id). The per-person bound is what
+// keeps the share fair: the slots one person can hold are never all of
+// them, so a person whose connections stall (or who opens many) leaves
+// room for everyone else, and the write deadline gives stalled slots back.
+type exportSlots struct {
+	max, perPerson int
+
+	mu       sync.Mutex
+	total    int
+	byPerson map[string]int
+}
+
+func newExportSlots(max, perPerson int) *exportSlots {
+	return &exportSlots{max: max, perPerson: perPerson, byPerson: map[string]int{}}
+}
+
+// acquire takes a slot for person, or says why not (429 with Retry-After).
+// release gives it back; call it exactly once.
+func (s *exportSlots) acquire(person string) (release func(), _ *Error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.byPerson[person] >= s.perPerson:
+		e := newError(http.StatusTooManyRequests, CodeExportInProgress,
+			"you already have %d export(s) of your ledger running (at most %d at once); let it finish and try again", s.byPerson[person], s.perPerson)
+		e.RetryAfter = 10
+		return nil, e
+	case s.total >= s.max:
+		e := newError(http.StatusTooManyRequests, CodeTooManyExports, "too many ledgers are being exported right now; try again shortly")
+		e.RetryAfter = 5
+		return nil, e
+	}
+	s.total++
+	s.byPerson[person]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.total--
+			if s.byPerson[person]--; s.byPerson[person] <= 0 {
+				delete(s.byPerson, person)
+			}
+		})
+	}, nil
+}
+
+// deadlineWriter gives every write to the client its own deadline, so a
+// reader that stops reading makes the write fail after timeout instead of
+// holding its export slot (and goroutine) for as long as it likes. Writes
+// come in ExportWriter's 64 KiB chunks, so the deadline is per chunk and a
+// slow but steady reader is never cut off. It also replaces whatever
+// absolute write deadline the server set for the whole response: an
+// export is as long as the ledger.
+type deadlineWriter struct {
+	w       io.Writer
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	if err := d.rc.SetWriteDeadline(time.Now().Add(d.timeout)); err != nil {
+		return 0, fmt.Errorf("export: setting the write deadline: %w", err)
+	}
+	n, err := d.w.Write(p)
+	if err != nil {
+		return n, fmt.Errorf("%w (at most %v per chunk): %w", errClientWrite, d.timeout, err)
+	}
+	return n, nil
+}
+
+// errClientWrite: the client did not take the export (it stopped reading
+// or went away); the client's doing, not a failure of the broker.
+var errClientWrite = errors.New("export: writing to the client failed")
+
 // serveExport streams the export as JSON Lines, a download.
 func (a *API) serveExport(w http.ResponseWriter, r *http.Request) {
 	rd, e := a.authenticate(r)
@@ -121,7 +197,7 @@ func (a *API) serveExport(w http.ResponseWriter, r *http.Request) {
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Add("Vary", "Authorization, Cookie")
 		w.WriteHeader(http.StatusOK)
-		return w
+		return &deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: a.limits.ExportWriteTimeout}
 	})
 	switch {
 	case e == nil:
@@ -130,7 +206,11 @@ func (a *API) serveExport(w http.ResponseWriter, r *http.Request) {
 	default:
 		// The status is sent: break the response off so the client sees a
 		// failed download, not a short file.
-		a.log.Error("ledger api: export broke off", "tenant", rd.Tenant, "err", e.cause)
+		if errors.Is(e.cause, errClientWrite) {
+			a.log.Info("ledger api: export cut off: the client stopped reading", "tenant", rd.Tenant, "err", e.cause)
+		} else {
+			a.log.Error("ledger api: export broke off", "tenant", rd.Tenant, "err", e.cause)
+		}
 		panic(http.ErrAbortHandler)
 	}
 }

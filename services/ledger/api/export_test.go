@@ -1,9 +1,13 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -147,5 +151,135 @@ func TestExportLimit(t *testing.T) {
 	resp, _ = r.get(t, "/v1/ledger/export", boRead)
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("after the first export: %d", resp.StatusCode)
+	}
+}
+
+// smallBufferServer serves h on loopback with small socket send buffers,
+// so that a client that does not read makes the handler's writes block
+// after a few tens of KiB instead of after the megabytes loopback buffers
+// grow to. closed, if set, is told of every connection the server closes.
+func smallBufferServer(t *testing.T, h http.Handler, closed func(net.Conn)) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = smallBufferListener{srv.Listener}
+	if closed != nil {
+		srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+			if s == http.StateClosed || s == http.StateHijacked {
+				closed(c)
+			}
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type smallBufferListener struct{ net.Listener }
+
+func (l smallBufferListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(8 << 10)
+	}
+	return c, err
+}
+
+// stalledExport asks srv for token's export on a connection of its own and
+// reads only the response's head: the body (if any) is never read, as by a
+// client that stopped reading.
+func stalledExport(t *testing.T, srv *httptest.Server, token string) (*http.Response, net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.(*net.TCPConn).SetReadBuffer(8 << 10)
+	if _, err := fmt.Fprintf(c, "GET /v1/ledger/export HTTP/1.1\r\nHost: ledger.test\r\nAuthorization: Bearer %s\r\n\r\n", token); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, c
+}
+
+// TestExportStalledReadersDoNotStarveOthers: one person opening as many
+// exports as the process has slots, on connections that never read, must
+// not keep another person from exporting (issue 10, finding 5). Each
+// person holds at most their share of the slots; beyond it they get 429
+// export_in_progress with Retry-After.
+func TestExportStalledReadersDoNotStarveOthers(t *testing.T) {
+	r := newRig(t, api.Limits{}) // the defaults: 4 slots, 1 per person
+	r.store.add(ana, 4000)       // well over a megabyte: never fits the socket buffers
+	r.store.sign(ana)
+	r.store.add(bo, 3)
+	r.store.sign(bo)
+	srv := smallBufferServer(t, r.api, nil)
+
+	var statuses []int
+	for range 4 {
+		resp, _ := stalledExport(t, srv, anaRead)
+		statuses = append(statuses, resp.StatusCode)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			data, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := refused(t, resp, data, http.StatusTooManyRequests, api.CodeExportInProgress); e.RetryAfter == 0 || resp.Header.Get("Retry-After") == "" {
+				t.Errorf("no Retry-After: %+v", e)
+			}
+		}
+	}
+
+	// Bo still gets his whole export.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/ledger/export", nil)
+	req.Header.Set("Authorization", "Bearer "+boRead)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("bo's export while ana's readers stall: %d %v %.200s", resp.StatusCode, err, data)
+	}
+	if x, err := ledgerlog.ReadExport(bytes.NewReader(data)); err != nil || len(x.Entries) != 3 {
+		t.Fatalf("bo's export: %v", err)
+	}
+	if want := []int{200, 429, 429, 429}; fmt.Sprint(statuses) != fmt.Sprint(want) {
+		t.Errorf("ana's stalled exports answered %v, want %v (one slot per person)", statuses, want)
+	}
+}
+
+// TestExportWriteDeadline: a reader that stops reading is cut off once a
+// write has waited ExportWriteTimeout, and its slot is free again (issue
+// 10, finding 5).
+func TestExportWriteDeadline(t *testing.T) {
+	r := newRig(t, api.Limits{ExportWriteTimeout: 200 * time.Millisecond})
+	r.store.add(ana, 4000)
+	r.store.sign(ana)
+	closed := make(chan net.Conn, 8)
+	srv := smallBufferServer(t, r.api, func(c net.Conn) { closed <- c })
+
+	resp, _ := stalledExport(t, srv, anaRead)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("export: %d", resp.StatusCode)
+	}
+	// The bound is generous; the deadline is a fifth of a second.
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a reader that stopped reading still holds its export: no write deadline cut it off")
+	}
+	// What the stalled reader does get is visibly incomplete.
+	if data, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatalf("the cut-off export read as complete (%d bytes)", len(data))
+	}
+	// Ana's slot is hers again.
+	_, data := r.do(t, request{path: "/v1/ledger/export", token: anaRead})
+	if x, err := ledgerlog.ReadExport(bytes.NewReader(data)); err != nil || len(x.Entries) != 4000 {
+		t.Fatalf("export after the cut-off one: %v %.200s", err, data)
 	}
 }
