@@ -364,8 +364,20 @@ func (m *Map) AccountOwner(ctx context.Context, tenant, issuer, subject string) 
 	if err != nil {
 		return "", err
 	}
+	return m.liveOwner(ctx, tenant, key)
+}
+
+// liveOwner is the owner of key unless that person was erased (a leftover
+// of an interrupted erasure counts as free).
+func (m *Map) liveOwner(ctx context.Context, tenant, key string) (string, error) {
 	id, _, err := m.owner(ctx, key)
-	return id, err
+	if err != nil {
+		return "", err
+	}
+	if _, err := m.Get(ctx, tenant, id); errors.Is(err, ErrErased) {
+		return "", fmt.Errorf("%w: the owner was erased", ErrNotFound)
+	}
+	return id, nil
 }
 
 // AddressOwner is the person the address belongs to (ErrNotFound if none).
@@ -377,8 +389,7 @@ func (m *Map) AddressOwner(ctx context.Context, tenant, address string) (string,
 	if err != nil {
 		return "", err
 	}
-	id, _, err := m.owner(ctx, key)
-	return id, err
+	return m.liveOwner(ctx, tenant, key)
 }
 
 // --- writes ---------------------------------------------------------------
@@ -400,6 +411,21 @@ func (m *Map) Claim(ctx context.Context, tenant, id string, e Entry) error {
 	if e.Address == "" || e.Issuer == "" || e.Subject == "" {
 		return fmt.Errorf("%w: entry: address, issuer and subject are required", ErrInvalid)
 	}
+	for range retries {
+		err := m.claim(ctx, tenant, id, e)
+		if !errors.Is(err, errRecordChanged) {
+			return err
+		}
+		m.Forget(tenant, id)
+	}
+	return fmt.Errorf("personmap: the record of %s/%s kept changing; gave up after %d attempts", tenant, id, retries)
+}
+
+// errRecordChanged: another writer changed the record between our read and
+// our write.
+var errRecordChanged = errors.New("personmap: the record changed")
+
+func (m *Map) claim(ctx context.Context, tenant, id string, e Entry) error {
 	old, rev, err := m.read(ctx, tenant, id)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
@@ -552,9 +578,12 @@ func (m *Map) writeRecord(ctx context.Context, tenant, id string, e Entry, rev u
 	} else {
 		_, err = m.kv.Update(ctx, key, val, rev)
 	}
-	if err != nil {
+	if errors.Is(err, jetstream.ErrKeyExists) {
 		// Another writer changed the record (or erased the person) since
-		// it was read: the caller retries with what it finds then.
+		// it was read: Claim reads it again.
+		return errRecordChanged
+	}
+	if err != nil {
 		return fmt.Errorf("personmap: write the record of %s/%s: %w", tenant, id, err)
 	}
 	m.put(&cached{key: key, entry: e})
