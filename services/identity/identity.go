@@ -122,11 +122,22 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	store, err := identitystore.Open(ctx, s.Bus, s.Tenants, s.Logger)
+	store, err := identitystore.Open(ctx, s.Bus, s.Keys, s.Tenants, s.Logger)
 	if err != nil {
 		return fmt.Errorf("identity: open store: %w", err)
 	}
 	s.store = store
+	// Earlier versions kept bindings in clear on the stream, one person per
+	// account even for a shared address: move them into the person map
+	// (one person per address) before anyone signs in.
+	migrated, superseded, err := store.MigrateBindings(ctx)
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("identity: migrate bindings: %w", err)
+	}
+	if migrated+superseded > 0 {
+		s.Logger.Info("earlier bindings moved into the person map", "migrated", migrated, "superseded", superseded)
+	}
 	go func() {
 		<-ctx.Done()
 		store.Close()
@@ -169,7 +180,7 @@ func (s *Service) startSignIn(ctx context.Context) error {
 		Insecure:   s.opts.InsecureCookies,
 		HTTPClient: s.opts.HTTPClient,
 		Logger:     s.Logger,
-	}, identitystore.PersonIDBinder{Store: s.store}, refreshKeeper{s})
+	}, binder{s.store}, refreshKeeper{s})
 	if err != nil {
 		return err
 	}
@@ -340,8 +351,13 @@ func (s *Service) PublishKey(ctx context.Context, kl *alpv1.KeyLifecycle) error 
 // ErrNotHosted: the tenant is not one of this broker's.
 var ErrNotHosted = errors.New("identity: tenant is not hosted by this broker")
 
-// Erase destroys a person's data key, making every body sealed with it
-// unreadable, and appends the tombstone. Streams stay append-only.
+// Erase removes the person from the person map (their address and IdP
+// account: no stream or bucket holds them afterwards), destroys their data
+// key, making every body sealed with it unreadable, and appends the
+// tombstone, which every replica's projection applies (the person's
+// sessions, grants and tokens are void from then on). Streams are not
+// rewritten; events name the person by id only. Running it again after a
+// failure completes it.
 func (s *Service) Erase(ctx context.Context, tenant, personID string, operator string) error {
 	if !s.HostsTenant(tenant) {
 		return fmt.Errorf("%w: %q", ErrNotHosted, tenant)
@@ -352,6 +368,12 @@ func (s *Service) Erase(ctx context.Context, tenant, personID string, operator s
 	subject, err := bus.Subject(streams.Identity, tenant, "erasure", personID)
 	if err != nil {
 		return fmt.Errorf("identity: person id: %w", err)
+	}
+	if s.store == nil {
+		return errors.New("identity: not started")
+	}
+	if err := s.store.ErasePeople(ctx, tenant, personID); err != nil {
+		return fmt.Errorf("identity: erase the person's mapping: %w", err)
 	}
 	if err := s.Sealer.Destroy(ctx, tenant, personID); err != nil {
 		return fmt.Errorf("identity: destroy data key: %w", err)
