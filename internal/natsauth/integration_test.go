@@ -367,7 +367,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	if again, err := lb.Append(ctx, "alp.ledger.example_org.nobody", 0, ev); err != nil || again != first {
 		t.Fatalf("retried append = %d, %v; want %d", again, err, first)
 	}
-	checkIdentityProjection(t, conns)
+	checkIdentityProjection(t, conns, ks)
 	for _, role := range startOrder {
 		conns[role].noErrors(t)
 	}
@@ -425,7 +425,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 // (internal/identitystore) under the identity, ingress and approvals users:
 // identity's commands are seen by the others, which stay fresh. The
 // ephemeral create API they may use refuses a durable consumer.
-func checkIdentityProjection(t *testing.T, conns map[string]*conn) {
+func checkIdentityProjection(t *testing.T, conns map[string]*conn, ks keystore.KeyStore) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -435,7 +435,7 @@ func checkIdentityProjection(t *testing.T, conns map[string]*conn) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := identitystore.Open(ctx, b, conns[role].user.Tenants, nil)
+		s, err := identitystore.Open(ctx, b, ks, conns[role].user.Tenants, nil)
 		if err != nil {
 			t.Fatalf("%s opens the identity projection under its own user: %v", role, err)
 		}

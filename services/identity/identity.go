@@ -26,7 +26,6 @@ import (
 	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
-	"github.com/alpd-project/alpd/internal/mtls"
 	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/internal/seal"
@@ -172,7 +171,12 @@ func (s *Service) startSignIn(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("identity: cookie keys: %w", err)
 	}
+	sessions, err := s.sessionStore(ctx)
+	if err != nil {
+		return err
+	}
 	svc, err := signin.New(ctx, signin.Config{
+		Sessions:   sessions,
 		PublicURL:  s.opts.PublicURL,
 		Tenants:    s.opts.IdPs,
 		HashKey:    keys[:32],
@@ -390,11 +394,7 @@ func (s *Service) Erase(ctx context.Context, tenant, personID string, operator s
 // ErasePerson implements IdentityService.ErasePerson; the caller (an
 // operator, by the authorization table) is named in the tombstone.
 func (s *Service) ErasePerson(ctx context.Context, req *identityv1.ErasePersonRequest) (*identityv1.ErasePersonResponse, error) {
-	operator := "in-process caller"
-	if role, ok := mtls.CallerRole(ctx); ok {
-		operator = mtls.RoleName(role)
-	}
-	switch err := s.Erase(ctx, req.GetTenant(), req.GetPersonId(), operator); {
+	switch err := s.Erase(ctx, req.GetTenant(), req.GetPersonId(), operatorActor(ctx).GetId()); {
 	case errors.Is(err, ErrNotHosted), errors.Is(err, seal.ErrInvalidPersonID), errors.Is(err, seal.ErrInvalidTenant):
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	case err != nil:

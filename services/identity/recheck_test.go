@@ -68,7 +68,7 @@ func TestRecheckWithTheIdP(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	person, err := b.Identity().Store().PersonBySubject("example.org", idp.Issuer(), "sub-ana")
+	person, err := b.Identity().Store().PersonBySubject(ctx, "example.org", idp.Issuer(), "sub-ana")
 	if err != nil {
 		t.Fatalf("no person after sign-in: %v", err)
 	}
