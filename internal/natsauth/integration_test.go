@@ -472,6 +472,16 @@ func checkIdentityProjection(t *testing.T, conns map[string]*conn, ks keystore.K
 			}
 			return stores[role].Fresh(5 * time.Second)
 		})
+		// Every reader resolves the person's address from the person map
+		// under its own user.
+		if q, err := stores[role].Person(ctx, tenant, p.ID); err != nil || q.Address != "ana@example.org" {
+			t.Fatalf("%s reads the person map: %+v, %v", role, q, err)
+		}
+	}
+	// Identity drops the person's map keys (no purge marker) under its own
+	// user when it erases them.
+	if err := id.ErasePeople(ctx, tenant, p.ID); err != nil {
+		t.Fatalf("identity erases from the person map: %v", err)
 	}
 	// The ephemeral form of the create API refuses a durable.
 	req := `{"stream_name":"PERM_IDENTITY","config":{"durable_name":"PERM_MINE","deliver_policy":"all","ack_policy":"explicit"}}`
