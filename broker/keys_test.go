@@ -6,14 +6,18 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/natstest"
 )
 
@@ -131,5 +135,68 @@ func TestNoPrivateKeyBytesOnAnyStream(t *testing.T) {
 				t.Fatalf("secret #%d (%d bytes) found on a stream", i, len(secret))
 			}
 		}
+	}
+}
+
+// TestErasureLeavesNoAddressOnAnyStream (finding 11): a person bound and
+// active (a PAT, a send), then erased through identity: no stream and no KV
+// bucket holds their address, IdP issuer or subject any more. Before, the
+// binding was plaintext on the identity stream, kept forever.
+func TestErasureLeavesNoAddressOnAnyStream(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	nc := natstest.Connect(t, s)
+	r := startWith(t, nc, prometheus.NewRegistry(), keystore.NewMemory(), "alpd", "example.org")
+	ctx := context.Background()
+	const issuer, subject, address = "http://127.0.0.1:39517", "subject-of-erin-5e1b", "erin.erased@example.org"
+	store := r.b.Identity().Store()
+	erin, err := store.BindPerson(ctx, "example.org", issuer, subject, address, []string{"staff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := store.BindPerson(ctx, "example.org", issuer, "subject-of-bo", "bo@example.org", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.IssuePAT(ctx, identitystore.PATSpec{Tenant: "example.org", PersonID: erin.ID, Name: "cli",
+		TokenSHA256: identitystore.HashSecret("pat"), Expires: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.b.Ingress().Submit(ctx, submission("example.org", erin.ID, "")); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(allStreamBytes(t, r.b.Bus().JetStream()), []byte(erin.ID)) {
+		t.Fatal("positive control: the person id is on no stream: the scan is blind")
+	}
+	if err := r.b.Identity().Erase(ctx, "example.org", erin.ID, "op"); err != nil {
+		t.Fatal(err)
+	}
+	all := allStreamBytes(t, r.b.Bus().JetStream())
+	for _, needle := range []string{address, issuer, subject, "erin"} {
+		if bytes.Contains(all, []byte(needle)) {
+			t.Errorf("%q is still on a stream or in a bucket after erasure", needle)
+		}
+	}
+	if _, err := store.Person(ctx, "example.org", erin.ID); !errors.Is(err, identitystore.ErrErased) {
+		t.Errorf("erased person still resolves: %v", err)
+	}
+	// The person's record in the map is a tombstone, not just unreadable.
+	bucket := r.b.Bus().StreamName(natsauth.PersonMapBucket)
+	st, err := r.b.Bus().JetStream().Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.GetLastMsgForSubject(ctx, "$KV."+bucket+".example.org.rec_"+erin.ID)
+	if err != nil || !bytes.Contains(rec.Data, []byte(`"erased":true`)) || bytes.Contains(rec.Data, []byte("wrapped")) {
+		t.Errorf("the person's record after erasure: %v, %s", err, rec.Data)
+	}
+	// The map's keyed lookups are gone too.
+	if _, err := store.PersonByAddress(ctx, "example.org", address); !errors.Is(err, identitystore.ErrNotFound) {
+		t.Errorf("the address still leads to someone: %v", err)
+	}
+	if _, err := store.PersonBySubject(ctx, "example.org", issuer, subject); !errors.Is(err, identitystore.ErrNotFound) {
+		t.Errorf("the IdP account still leads to someone: %v", err)
+	}
+	if p, err := store.Person(ctx, "example.org", other.ID); err != nil || p.Address != "bo@example.org" {
+		t.Errorf("another person: %+v, %v", p, err)
 	}
 }

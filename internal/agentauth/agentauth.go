@@ -71,7 +71,7 @@ type Authenticator struct {
 	// People resolves a person's address; the credential's person must
 	// exist there.
 	People interface {
-		Person(tenant, id string) (identitystore.Person, error)
+		Person(ctx context.Context, tenant, id string) (identitystore.Person, error)
 	}
 	// ResourceMetadataURL is where a refused client finds how to get a
 	// token (RFC 9728), sent in every challenge.
@@ -107,17 +107,17 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string, 
 		}
 		return Principal{}, fmt.Errorf("agentauth: verify access token: %w", err)
 	}
-	return a.withAddress(Principal{Tenant: c.Tenant, PersonID: c.Subject, AgentID: c.AgentID, ClientID: c.ClientID,
+	return a.withAddress(ctx, Principal{Tenant: c.Tenant, PersonID: c.Subject, AgentID: c.AgentID, ClientID: c.ClientID,
 		Class: c.Class, Scopes: c.Scopes, Credential: CredentialAccessToken})
 }
 
 // withAddress completes p with its person's address; a credential whose
 // person the projection does not know is refused.
-func (a *Authenticator) withAddress(p Principal) (Principal, error) {
+func (a *Authenticator) withAddress(ctx context.Context, p Principal) (Principal, error) {
 	if a.People == nil {
 		return Principal{}, a.refuse(http.StatusServiceUnavailable, accesstoken.CodeTemporarilyUnavailable, "people cannot be looked up yet", "")
 	}
-	person, err := a.People.Person(p.Tenant, p.PersonID)
+	person, err := a.People.Person(ctx, p.Tenant, p.PersonID)
 	if err != nil {
 		return Principal{}, a.refuse(http.StatusUnauthorized, accesstoken.CodeInvalidToken, "the token's person is not known to this broker", "")
 	}
@@ -137,7 +137,7 @@ func (a *Authenticator) pat(ctx context.Context, token string, scopes []string) 
 		}
 		return Principal{}, fmt.Errorf("agentauth: verify personal access token: %w", err)
 	}
-	return a.withAddress(Principal{Tenant: p.Tenant, PersonID: p.PersonID, AgentID: "pat_" + p.ID,
+	return a.withAddress(ctx, Principal{Tenant: p.Tenant, PersonID: p.PersonID, AgentID: "pat_" + p.ID,
 		Class: accesstoken.ClassConsumer, Scopes: p.Scopes, Credential: CredentialPAT})
 }
 

@@ -31,7 +31,8 @@ type FollowOptions struct {
 	Bus *bus.Bus
 	// Tenants are the hosted domains whose identity state is followed.
 	Tenants []string
-	// Keys gives the tenants' public token keys.
+	// Keys gives the tenants' public token keys, and their DATA keys, which
+	// wrap the person map's records (people's addresses).
 	Keys keystore.KeyStore
 	// Issuers maps each tenant to its OAuth issuer; Resource is the
 	// audience agents' tokens must carry.
@@ -79,7 +80,7 @@ func Follow(ctx context.Context, o FollowOptions) *Follower {
 func (f *Follower) run(ctx context.Context) {
 	defer close(f.done)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-		store, err := identitystore.Open(ctx, f.o.Bus, f.o.Tenants, f.o.Logger)
+		store, err := identitystore.Open(ctx, f.o.Bus, f.o.Keys, f.o.Tenants, f.o.Logger)
 		if err == nil {
 			f.install(store)
 			<-ctx.Done()

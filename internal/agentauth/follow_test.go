@@ -42,6 +42,9 @@ func TestFollow(t *testing.T) {
 	if _, err := ks.Generate(ctx, tenant, accesstoken.Purpose); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := ks.Generate(ctx, tenant, alpv1.KeyPurpose_KEY_PURPOSE_DATA); err != nil {
+		t.Fatal(err)
+	}
 	issuers := map[string]string{tenant: "https://broker.example/oauth/" + tenant}
 	f := agentauth.Follow(ctx, agentauth.FollowOptions{Bus: b, Tenants: []string{tenant}, Keys: ks,
 		Issuers: issuers, Resource: resource, ResourceMetadataURL: metadata, MaxStaleness: 10 * time.Second,
@@ -66,7 +69,7 @@ func TestFollow(t *testing.T) {
 	if _, err := b.EnsureStream(ctx, def.Spec([]string{tenant}, streams.Limits{})); err != nil {
 		t.Fatal(err)
 	}
-	cmds, err := identitystore.Open(ctx, b, []string{tenant}, nil)
+	cmds, err := identitystore.Open(ctx, b, ks, []string{tenant}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

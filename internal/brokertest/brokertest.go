@@ -93,7 +93,7 @@ func (r *Rig) Agent(t testing.TB, tenant, subject, address, agentID string, scop
 		}
 		r.clients[tenant] = true
 	}
-	p, err := store.PersonBySubject(tenant, "https://idp.example", subject)
+	p, err := store.PersonBySubject(ctx, tenant, "https://idp.example", subject)
 	if err != nil {
 		if p, err = store.BindPerson(ctx, tenant, "https://idp.example", subject, address, nil); err != nil {
 			t.Fatal(err)

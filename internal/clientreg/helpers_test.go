@@ -18,9 +18,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/identitystore"
+	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -38,6 +40,7 @@ var hosted = []string{tenant, other}
 // following it.
 type env struct {
 	b     *bus.Bus
+	ks    keystore.KeyStore
 	store *identitystore.Store
 }
 
@@ -52,7 +55,12 @@ func newEnv(t *testing.T) *env {
 	if _, err := b.EnsureStream(context.Background(), def.Spec(hosted, streams.Limits{})); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{b: b}
+	e := &env{b: b, ks: keystore.NewMemory()}
+	for _, tn := range hosted {
+		if _, err := e.ks.Generate(context.Background(), tn, alpv1.KeyPurpose_KEY_PURPOSE_DATA); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e.store = e.open(t)
 	return e
 }
@@ -61,7 +69,7 @@ func (e *env) open(t *testing.T) *identitystore.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	s, err := identitystore.Open(ctx, e.b, hosted, slog.New(slog.DiscardHandler))
+	s, err := identitystore.Open(ctx, e.b, e.ks, hosted, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +161,12 @@ func newWeb(t *testing.T, e *env, tweak func(*clientreg.Config)) *web {
 	}
 	t.Cleanup(func() { _ = idp.Close() })
 
+	sessionsKV, err := e.b.JetStream().CreateOrUpdateKeyValue(t.Context(), signin.SessionsBucketConfig("T_SESSIONS", signin.DefaultSessionTTL, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	svc, err := signin.New(t.Context(), signin.Config{
+		Sessions:  signin.KVSessions{KV: sessionsKV},
 		PublicURL: w.public, Insecure: true, HashKey: randKey(), BlockKey: randKey(),
 		Tenants: []signin.TenantIdP{{
 			Tenant: tenant, Issuer: idp.Issuer(), ClientID: "alpd", ClientSecret: "alpd-secret",

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,8 +245,23 @@ func (d *Daemon) identityProviders(cfg config.Config) ([]signin.TenantIdP, error
 // startTestIdP runs an in-process test OpenID provider for tenant: its
 // users are identity.test_idp.users, with verified addresses
 // <username>@<tenant>. It is a test tool: loopback only unless forced.
+//
+// Its issuer is stable across restarts: people are bound to (issuer,
+// subject), and an address belongs to one person, so a new issuer at every
+// start would lock everyone out until an operator re-binds them. With a
+// fixed identity.test_idp.listen port the issuer follows from it; with port
+// 0 the port chosen at the first start is kept in the data dir
+// (test-idp/<tenant>.issuer) and used again.
 func (d *Daemon) startTestIdP(cfg config.Config, tenant string) (signin.TenantIdP, error) {
 	tp := cfg.Identity.TestIdP
+	issuerFile, issuer, err := d.keptTestIdPIssuer(cfg, tenant)
+	if err != nil {
+		return signin.TenantIdP{}, err
+	}
+	listen := tp.Listen
+	if issuer != "" {
+		listen = "" // the issuer's host and port
+	}
 	secret := rand.Text()
 	var users []testidp.User
 	for _, u := range tp.Users {
@@ -255,6 +271,7 @@ func (d *Daemon) startTestIdP(cfg config.Config, tenant string) (signin.TenantId
 		})
 	}
 	idp, err := testidp.New(testidp.Config{
+		Issuer:           issuer,
 		AllowNonLoopback: tp.ForceNonLoopback,
 		TenantID:         tp.TenantID,
 		Users:            users,
@@ -266,16 +283,71 @@ func (d *Daemon) startTestIdP(cfg config.Config, tenant string) (signin.TenantId
 	if err != nil {
 		return signin.TenantIdP{}, fmt.Errorf("identity.test_idp: %w", err)
 	}
-	if err := idp.Start(tp.Listen); err != nil {
+	if err := idp.Start(listen); err != nil {
+		if issuer != "" {
+			return signin.TenantIdP{}, fmt.Errorf("identity.test_idp: the test IdP of %s must come back at its issuer %s (kept in %s so that people keep their bindings), but: %w; "+
+				"free that port, or set identity.test_idp.listen to a fixed port (a new issuer means re-binding people, see docs/identity.md)",
+				tenant, issuer, issuerFile, err)
+		}
 		return signin.TenantIdP{}, fmt.Errorf("identity.test_idp.listen: %w", err)
 	}
 	d.testIdPs = append(d.testIdPs, idp)
+	if issuerFile != "" && issuer == "" {
+		if err := keepTestIdPIssuer(issuerFile, idp.Issuer()); err != nil {
+			return signin.TenantIdP{}, err
+		}
+	}
 	d.log.Warn("test IdP running: people sign in with the passwords in identity.test_idp; never use it in production",
 		"tenant", tenant, "issuer", idp.Issuer())
 	return signin.TenantIdP{
 		Tenant: tenant, Issuer: idp.Issuer(), ClientID: "alpd", ClientSecret: secret,
 		TenantID: tp.TenantID, VerifiedDomains: []string{tenant}, EmailDomains: []string{tenant},
 	}, nil
+}
+
+// keptTestIdPIssuer says where the test IdP of tenant keeps its issuer
+// (file, "" when identity.test_idp.listen names a fixed port, which makes
+// the issuer stable by itself) and the issuer kept there by an earlier
+// start ("" at the first start, or when it was kept for another listen
+// host).
+func (d *Daemon) keptTestIdPIssuer(cfg config.Config, tenant string) (file, issuer string, err error) {
+	host, port, err := net.SplitHostPort(cfg.Identity.TestIdP.Listen)
+	if err != nil {
+		return "", "", fmt.Errorf("identity.test_idp.listen: %w", err)
+	}
+	if port != "0" {
+		return "", "", nil
+	}
+	file = filepath.Join(cfg.DataDir, "test-idp", tenant+".issuer")
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return file, "", nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("identity.test_idp: %w", err)
+	}
+	kept := strings.TrimSpace(string(b))
+	u, err := url.Parse(kept)
+	if err != nil || u.Scheme != "http" || u.Port() == "" {
+		return "", "", fmt.Errorf("identity.test_idp: %s holds %q, not the test IdP's issuer (http://host:port); delete it to choose a new port (people then need re-binding)", file, kept)
+	}
+	if kh := u.Hostname(); kh != host && !(host == "localhost" && kh == "127.0.0.1") {
+		d.log.Warn("the test IdP listens on another host than the kept issuer's: its issuer changes (people need re-binding)",
+			"kept", kept, "listen", cfg.Identity.TestIdP.Listen)
+		return file, "", nil
+	}
+	return file, kept, nil
+}
+
+// keepTestIdPIssuer writes the test IdP's issuer for the next start.
+func keepTestIdPIssuer(file, issuer string) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return fmt.Errorf("identity.test_idp: keep the issuer: %w", err)
+	}
+	if err := os.WriteFile(file, []byte(issuer+"\n"), 0o600); err != nil {
+		return fmt.Errorf("identity.test_idp: keep the issuer: %w", err)
+	}
+	return nil
 }
 
 // natsOptions authenticate a process to an external NATS: with an nkey

@@ -6,6 +6,7 @@ import (
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/personmap"
 	"github.com/alpd-project/alpd/internal/streams"
 )
 
@@ -19,10 +20,9 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 	}
 	kind := bus.Kind(ev)
 	switch kind {
-	case "key_lifecycle", "data_key_destroyed", "sealed_secret_created", "idp_token_stored", "":
-		// Keys are the identity service's; erasure does not change the
-		// bindings (the person's data key is gone, not the person). An
-		// unknown kind is from a newer version: skipped.
+	case "key_lifecycle", "sealed_secret_created", "idp_token_stored", "":
+		// Keys are the identity service's. An unknown kind is from a newer
+		// version: skipped.
 		return nil
 	}
 	token, aggregate, id, ok := subjectParts(subject)
@@ -46,26 +46,54 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 	occurred := ev.GetHeader().GetOccurred().AsTime()
 
 	switch b := ev.GetBody().(type) {
+	case *alpv1.Event_DataKeyDestroyed:
+		// The person's erasure: their data key is destroyed and their
+		// entry of the person map purged. The person stays (their grants
+		// and tokens must keep failing), marked erased.
+		e := b.DataKeyDestroyed
+		if err := body(e.GetTenant(), "erasure", e.GetPersonId()); err != nil {
+			return err
+		}
+		if p := ts.persons[e.GetPersonId()]; p != nil {
+			if a := accountKey(p.legacy.Issuer, p.legacy.Subject); ts.byAccount[a] == p.ID {
+				delete(ts.byAccount, a)
+			}
+			p.erased, p.legacy = true, personmap.Entry{}
+		}
+		if s.people != nil {
+			s.people.Forget(tenant, e.GetPersonId())
+		}
+
 	case *alpv1.Event_PersonBound:
 		e := b.PersonBound
-		if err := body(e.GetTenant(), "idp", accountToken(e.GetIssuer(), e.GetSubject())); err != nil {
-			return err
-		}
 		if err := checkID("person_id", e.GetPersonId()); err != nil {
 			return err
-		}
-		key := accountKey(e.GetIssuer(), e.GetSubject())
-		if _, dup := ts.byAccount[key]; dup {
-			return fmt.Errorf("IdP account already bound")
 		}
 		if ts.persons[e.GetPersonId()] != nil {
 			return fmt.Errorf("person %s already bound", e.GetPersonId())
 		}
-		ts.persons[e.GetPersonId()] = &Person{
-			Tenant: tenant, ID: e.GetPersonId(), Issuer: e.GetIssuer(), Subject: e.GetSubject(),
-			Address: e.GetAddress(), Roles: slices.Clone(e.GetRoles()), Bound: e.GetBound().AsTime(),
+		p := &Person{Tenant: tenant, ID: e.GetPersonId(), Roles: slices.Clone(e.GetRoles()), Bound: e.GetBound().AsTime()}
+		if aggregate == "idp" {
+			// An earlier version's binding, with the account and address
+			// in clear on the account's subject.
+			if err := body(e.GetTenant(), "idp", accountToken(e.GetIssuer(), e.GetSubject())); err != nil {
+				return err
+			}
+			key := accountKey(e.GetIssuer(), e.GetSubject())
+			if _, dup := ts.byAccount[key]; dup {
+				return fmt.Errorf("IdP account already bound")
+			}
+			p.legacy = personmap.Entry{Address: e.GetAddress(), Issuer: e.GetIssuer(), Subject: e.GetSubject()}
+			ts.byAccount[key] = e.GetPersonId()
+		} else {
+			if err := body(e.GetTenant(), "person", e.GetPersonId()); err != nil {
+				return err
+			}
+			if e.GetIssuer() != "" || e.GetSubject() != "" || e.GetAddress() != "" {
+				return fmt.Errorf("a binding on person.%s names an account or address: those belong in the person map", e.GetPersonId())
+			}
 		}
-		ts.byAccount[key] = e.GetPersonId()
+		ts.persons[e.GetPersonId()] = p
 
 	case *alpv1.Event_PersonUpdated:
 		e := b.PersonUpdated
@@ -76,7 +104,36 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 		if p == nil {
 			return fmt.Errorf("unknown person %s", e.GetPersonId())
 		}
-		p.Address, p.Roles = e.GetAddress(), slices.Clone(e.GetRoles())
+		if a := e.GetAddress(); a != "" && !p.erased {
+			p.legacy.Address = a // an earlier version's address change
+		}
+		p.Roles = slices.Clone(e.GetRoles())
+
+	case *alpv1.Event_PersonRebound:
+		e := b.PersonRebound
+		if err := body(e.GetTenant(), "person", e.GetPersonId()); err != nil {
+			return err
+		}
+		if ts.persons[e.GetPersonId()] == nil {
+			return fmt.Errorf("unknown person %s", e.GetPersonId())
+		}
+		// The map changed on another replica: read it again.
+		if s.people != nil {
+			s.people.Forget(tenant, e.GetPersonId())
+		}
+
+	case *alpv1.Event_PersonSessionsRevoked:
+		e := b.PersonSessionsRevoked
+		if err := body(e.GetTenant(), "person", e.GetPersonId()); err != nil {
+			return err
+		}
+		p := ts.persons[e.GetPersonId()]
+		if p == nil {
+			return fmt.Errorf("unknown person %s", e.GetPersonId())
+		}
+		if before := e.GetBefore().AsTime(); before.After(p.SessionsRevokedBefore) {
+			p.SessionsRevokedBefore = before
+		}
 
 	case *alpv1.Event_PersonAgentsRevoked:
 		e := b.PersonAgentsRevoked

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,6 +13,7 @@ import (
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/personmap"
 	"github.com/alpd-project/alpd/internal/streams"
 )
 
@@ -131,9 +133,16 @@ func (s *Store) decide(ctx context.Context, what string, round func() (subj stri
 // BindPerson returns the person bound to the IdP account (issuer,
 // subject), binding a new person with a random id at the account's first
 // sign-in. Address and roles are the current ones (the caller decides where
-// the address comes from); when they changed since the last sign-in a
-// PersonUpdated records it. Concurrent first sign-ins of one account, on any
-// replicas, bind one person.
+// the address comes from). The account and address go to the person map,
+// never to the stream: PersonBound and PersonUpdated carry the person id
+// and roles only.
+//
+// An address belongs to at most one person of the tenant: when it belongs
+// to a person bound to another account (the IdP's issuer or the person's
+// subject changed), BindPerson refuses with ErrAddressTaken and creates
+// nothing; only an operator's RebindPerson moves it. Concurrent first
+// sign-ins of one account, on any replicas, bind one person; concurrent
+// first sign-ins of two accounts with one address bind one of them.
 func (s *Store) BindPerson(ctx context.Context, tenant, issuer, subj, address string, roles []string) (Person, error) {
 	ts, err := s.command(tenant)
 	if err != nil {
@@ -152,48 +161,224 @@ func (s *Store) BindPerson(ctx context.Context, tenant, issuer, subj, address st
 	if err != nil {
 		return Person{}, err
 	}
-	account := subject(tenant, "idp", accountToken(issuer, subj))
-	var out Person
+	entry := personmap.Entry{Address: address, Issuer: issuer, Subject: subj}
+	var id string
+	for attempt := 1; ; attempt++ {
+		owner, err := s.people.AccountOwner(ctx, tenant, issuer, subj)
+		switch {
+		case err == nil:
+			id = owner
+		case errors.Is(err, personmap.ErrNotFound):
+			id = "p_" + randomHex()
+		default:
+			return Person{}, fmt.Errorf("identitystore: bind person: %w", err)
+		}
+		err = s.people.Claim(ctx, tenant, id, entry)
+		if errors.Is(err, personmap.ErrAccountTaken) && attempt < maxAttempts {
+			continue // another replica bound the account first: take theirs
+		}
+		if errors.Is(err, ErrAddressTaken) {
+			s.log.Warn("sign-in refused: the address belongs to a person bound to another IdP account",
+				"tenant", tenant, "issuer", issuer)
+			return Person{}, fmt.Errorf("identitystore: bind person: %w (an operator re-binds it with RebindPerson)", err)
+		}
+		if err != nil {
+			return Person{}, fmt.Errorf("identitystore: bind person: %w", err)
+		}
+		break
+	}
+	// The map says who; the stream gets the person (once) and their roles.
+	// A binding interrupted after the map was written is completed here.
+	ps := subject(tenant, "person", id)
 	err = s.decide(ctx, "bind person", func() (string, error) {
 		s.mu.RLock()
-		id, found := ts.byAccount[accountKey(issuer, subj)]
-		var p Person
-		var version uint64
+		p, found := ts.persons[id]
+		var cur Person
 		if found {
-			p = ts.persons[id].clone()
-			version = s.versions[subject(tenant, "person", id)]
+			cur = p.clone()
 		}
-		accountVersion := s.versions[account]
+		version := s.versions[ps]
 		s.mu.RUnlock()
-
-		if !found {
-			id = "p_" + randomHex()
-			ev := s.newEvent(ctx, "person_bound", tenant, id, personActor(id))
-			ev.Body = &alpv1.Event_PersonBound{PersonBound: &alpv1.PersonBound{
-				Tenant: tenant, PersonId: id, Issuer: issuer, Subject: subj, Address: address,
-				Roles: roles, Bound: timestamppb.Now(),
-			}}
-			if err := s.commit(ctx, account, accountVersion, ev); err != nil {
-				return account, err
-			}
-		} else if p.Address != address || !slices.Equal(p.Roles, roles) {
-			ps := subject(tenant, "person", id)
-			ev := s.newEvent(ctx, "person_updated", tenant, id, personActor(id))
-			ev.Body = &alpv1.Event_PersonUpdated{PersonUpdated: &alpv1.PersonUpdated{
-				Tenant: tenant, PersonId: id, Address: address, Roles: roles,
-			}}
-			if err := s.commit(ctx, ps, version, ev); err != nil {
-				return ps, err
-			}
-		} else {
-			out = p
+		switch {
+		case found && cur.erased:
+			return "", fmt.Errorf("%w: person %q: %w", ErrNotFound, id, ErrErased)
+		case found && slices.Equal(cur.Roles, roles):
 			return "", nil
+		case found:
+			ev := s.newEvent(ctx, "person_updated", tenant, id, personActor(id))
+			ev.Body = &alpv1.Event_PersonUpdated{PersonUpdated: &alpv1.PersonUpdated{Tenant: tenant, PersonId: id, Roles: roles}}
+			return ps, s.commit(ctx, ps, version, ev)
 		}
-		var err error
-		out, err = s.Person(tenant, id)
-		return "", err
+		ev := s.newEvent(ctx, "person_bound", tenant, id, personActor(id))
+		ev.Body = &alpv1.Event_PersonBound{PersonBound: &alpv1.PersonBound{
+			Tenant: tenant, PersonId: id, Roles: roles, Bound: timestamppb.Now(),
+		}}
+		return ps, s.commit(ctx, ps, version, ev)
 	})
-	return out, err
+	if err != nil {
+		return Person{}, err
+	}
+	return s.Person(ctx, tenant, id)
+}
+
+// RebindPerson moves the person to another IdP account (issuer, subject),
+// keeping their id, address and everything issued to them: the explicit,
+// audited answer to an IdP whose issuer or subjects changed. The old
+// account no longer signs in as the person. ErrAccountTaken when the new
+// account is another person's. The PersonRebound event names the actor of
+// ctx (WithActor) and the old and new issuers as keyed hashes only.
+func (s *Store) RebindPerson(ctx context.Context, tenant, personID, issuer, subj, reason string) (Person, error) {
+	ts, err := s.command(tenant)
+	if err != nil {
+		return Person{}, err
+	}
+	if err := checkIssuer(issuer); err != nil {
+		return Person{}, err
+	}
+	if err := checkText("subject", subj, maxText); err != nil {
+		return Person{}, err
+	}
+	if err := checkText("reason", reason, maxText); err != nil {
+		return Person{}, err
+	}
+	s.mu.RLock()
+	known := ts.live(personID) != nil
+	s.mu.RUnlock()
+	if !known {
+		return Person{}, fmt.Errorf("%w: person %q", ErrNotFound, personID)
+	}
+	cur, err := s.people.Get(ctx, tenant, personID)
+	if err != nil {
+		return Person{}, fmt.Errorf("identitystore: rebind person: %w", err)
+	}
+	if err := s.people.Claim(ctx, tenant, personID, personmap.Entry{Address: cur.Address, Issuer: issuer, Subject: subj}); err != nil {
+		return Person{}, fmt.Errorf("identitystore: rebind person: %w", err)
+	}
+	oldHash, err := s.people.IssuerHash(ctx, tenant, cur.Issuer)
+	if err != nil {
+		return Person{}, err
+	}
+	newHash, err := s.people.IssuerHash(ctx, tenant, issuer)
+	if err != nil {
+		return Person{}, err
+	}
+	ps := subject(tenant, "person", personID)
+	err = s.decide(ctx, "rebind person", func() (string, error) {
+		s.mu.RLock()
+		version := s.versions[ps]
+		s.mu.RUnlock()
+		ev := s.newEvent(ctx, "person_rebound", tenant, personID, nil)
+		ev.Body = &alpv1.Event_PersonRebound{PersonRebound: &alpv1.PersonRebound{
+			Tenant: tenant, PersonId: personID, OldIssuerHmac: oldHash, NewIssuerHmac: newHash,
+			SubjectChanged: cur.Subject != subj, Reason: reason,
+		}}
+		return ps, s.commit(ctx, ps, version, ev)
+	})
+	if err != nil {
+		return Person{}, fmt.Errorf("identitystore: person %s re-bound, but the audit event was not recorded (run it again): %w", personID, err)
+	}
+	s.log.Info("person re-bound to another IdP account", "tenant", tenant, "person_id", personID,
+		"issuer_changed", cur.Issuer != issuer, "subject_changed", cur.Subject != subj)
+	return s.Person(ctx, tenant, personID)
+}
+
+// RevokePersonSessions voids every web session of the person issued until
+// now (see SessionValid); later sign-ins are unaffected.
+func (s *Store) RevokePersonSessions(ctx context.Context, tenant, personID, reason string) error {
+	ts, err := s.command(tenant)
+	if err != nil {
+		return err
+	}
+	if err := checkText("reason", reason, maxText); err != nil {
+		return err
+	}
+	before := timestamppb.Now()
+	ps := subject(tenant, "person", personID)
+	return s.decide(ctx, "revoke person's sessions", func() (string, error) {
+		s.mu.RLock()
+		_, ok := ts.persons[personID]
+		version := s.versions[ps]
+		s.mu.RUnlock()
+		if !ok {
+			return "", fmt.Errorf("%w: person %q", ErrNotFound, personID)
+		}
+		ev := s.newEvent(ctx, "person_sessions_revoked", tenant, personID, nil)
+		ev.Body = &alpv1.Event_PersonSessionsRevoked{PersonSessionsRevoked: &alpv1.PersonSessionsRevoked{
+			Tenant: tenant, PersonId: personID, Reason: reason, Before: before,
+		}}
+		return ps, s.commit(ctx, ps, version, ev)
+	})
+}
+
+// ErasePeople removes the person from the person map: their address and
+// IdP account (also those that earlier versions' events name) are free
+// again and nothing holds them any more. The caller (the identity
+// service's erasure) then records the erasure on the stream, which marks
+// the person erased in every replica's projection. Idempotent.
+func (s *Store) ErasePeople(ctx context.Context, tenant, personID string) error {
+	ts, err := s.command(tenant)
+	if err != nil {
+		return err
+	}
+	if err := checkID("person_id", personID); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	var legacy personmap.Entry
+	if p := ts.persons[personID]; p != nil {
+		legacy = p.legacy
+	}
+	s.mu.RUnlock()
+	if err := s.people.Erase(ctx, tenant, personID, legacy); err != nil {
+		return fmt.Errorf("identitystore: erase %s from the person map: %w", personID, err)
+	}
+	return nil
+}
+
+// MigrateBindings moves the bindings of earlier versions (account and
+// address in clear on the stream) into the person map, so that they obey
+// the one-person-per-address rule: for each address the most recently
+// bound person keeps it, and every other person with that address (the
+// duplicates the old rule let in) gets no entry, so their tokens stop
+// working. Persons already in the map are left as they are. It is
+// idempotent: the identity service runs it at every start, before sign-in
+// opens. It returns how many persons it migrated and superseded.
+func (s *Store) MigrateBindings(ctx context.Context) (migrated, superseded int, err error) {
+	for tenant, ts := range s.tenants {
+		s.mu.RLock()
+		var todo []Person
+		for _, p := range ts.persons {
+			if !p.erased && p.legacy.Issuer != "" {
+				todo = append(todo, p.clone())
+			}
+		}
+		s.mu.RUnlock()
+		// Newest binding first: it is the one in use.
+		slices.SortFunc(todo, func(a, b Person) int {
+			if c := b.Bound.Compare(a.Bound); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+		for _, p := range todo {
+			if _, err := s.people.Get(ctx, tenant, p.ID); err == nil || errors.Is(err, personmap.ErrErased) {
+				continue
+			} else if !errors.Is(err, personmap.ErrNotFound) {
+				return migrated, superseded, fmt.Errorf("identitystore: migrate %s: %w", p.ID, err)
+			}
+			switch err := s.people.Claim(ctx, tenant, p.ID, p.legacy); {
+			case err == nil:
+				migrated++
+			case errors.Is(err, ErrAddressTaken), errors.Is(err, ErrAccountTaken):
+				superseded++
+				s.log.Warn("earlier binding superseded: its address belongs to a more recently bound person; its tokens stop working",
+					"tenant", tenant, "person_id", p.ID)
+			default:
+				return migrated, superseded, fmt.Errorf("identitystore: migrate %s: %w", p.ID, err)
+			}
+		}
+	}
+	return migrated, superseded, nil
 }
 
 // PersonIDBinder adapts a Store to callers that need only the person id of
@@ -267,7 +452,7 @@ func (s *Store) checkClient(ts *tenantState, c *ClientSpec) error {
 	}
 	keyJWT := c.JWKSURI != "" || len(c.JWKS) > 0
 	admin := func() error {
-		if ts.persons[c.RegisteredBy] == nil {
+		if ts.live(c.RegisteredBy) == nil {
 			return fmt.Errorf("%w: registered_by: no person %q in %s", ErrNotFound, c.RegisteredBy, ts.domain)
 		}
 		return nil
@@ -376,7 +561,7 @@ func (s *Store) BindVendorAttestation(ctx context.Context, tenant, clientID, att
 		if ok {
 			cur = c.clone()
 		}
-		admin := ts.persons[by] != nil
+		admin := ts.live(by) != nil
 		version := s.versions[cs]
 		s.mu.RUnlock()
 		switch {
@@ -440,7 +625,7 @@ func (s *Store) IssueGrant(ctx context.Context, spec GrantSpec) (Grant, error) {
 		}
 	}
 	s.mu.RLock()
-	_, person := ts.persons[spec.PersonID]
+	person := ts.live(spec.PersonID) != nil
 	c, client := ts.clients[spec.ClientID]
 	_, refreshUsed := ts.byRefresh[spec.RefreshSHA256]
 	var class alpv1.TrustClass
@@ -660,7 +845,7 @@ func (s *Store) IssuePAT(ctx context.Context, spec PATSpec) (PAT, error) {
 	var out PAT
 	err = s.decide(ctx, "issue personal access token", func() (string, error) {
 		s.mu.RLock()
-		_, person := ts.persons[spec.PersonID]
+		person := ts.live(spec.PersonID) != nil
 		_, exists := ts.pats[spec.ID]
 		_, hashUsed := ts.byPATHash[spec.TokenSHA256]
 		version := s.versions[ps]

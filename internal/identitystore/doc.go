@@ -12,18 +12,38 @@
 // waits until its projection has the winner's event, decides again, and
 // gives up after a few attempts.
 //
-//	alp.identity.<tenant token>.idp.<hex sha256(issuer \0 subject)[:32]>  PersonBound
-//	alp.identity.<tenant token>.person.<person id>    PersonUpdated, PersonAgentsRevoked
+//	alp.identity.<tenant token>.person.<person id>    PersonBound, PersonUpdated, PersonAgentsRevoked,
+//	                                                  PersonRebound, PersonSessionsRevoked
+//	alp.identity.<tenant token>.erasure.<person id>   DataKeyDestroyed (the identity service's erasure)
 //	alp.identity.<tenant token>.client.<hex sha256(client id)[:32]>  ClientRegistered, VendorAttestationBound,
 //	                                                  ClientFirstUsed, DynamicClientExpired
 //	alp.identity.<tenant token>.grant.<grant id>      GrantIssued, RefreshTokenRotated, GrantRevoked
 //	alp.identity.<tenant token>.pat.<pat id>          PersonalAccessTokenIssued, PersonalAccessTokenRevoked
 //
-// PersonBound stands on the IdP account's subject rather than the person's:
-// person ids are random, so only a subject derived from (issuer, subject)
-// makes two concurrent first sign-ins of one account collide (expected
-// sequence 0) instead of creating two people. Client ids may be URLs (Client
-// ID Metadata Documents), hence the hash.
+// Client ids may be URLs (Client ID Metadata Documents), hence the hash.
+//
+// # People and the person map
+//
+// No event names a person: their address and IdP account (issuer,
+// subject) live in the person map (internal/personmap, the purgeable
+// bucket <NS>_PERSONMAP), whose owner keys make an address belong to at
+// most one person of a tenant and an account to at most one person, across
+// replicas (KV compare-and-create). BindPerson claims both in the map
+// first, then appends PersonBound (person id and roles only); two first
+// sign-ins of one account race on the account's owner key, and one of two
+// accounts with one address is refused (ErrAddressTaken) instead of
+// becoming a second person. Moving an address to another account is an
+// operator's RebindPerson, audited by PersonRebound. Erasure purges the
+// person from the map (ErasePeople) and the DataKeyDestroyed tombstone
+// marks them erased in every projection. Queries for a person read the map
+// (cached for 30 s per replica; the tombstone drops the cache entry).
+//
+// Earlier versions put PersonBound, with issuer, subject and address in
+// clear, on alp.identity.<tenant token>.idp.<hex sha256(issuer \0
+// subject)[:32]> and address changes in PersonUpdated. Those events are
+// still read; MigrateBindings copies them into the map (the most recently
+// bound person keeps a shared address, the others resolve no more). The
+// stream is not rewritten, so their plaintext stays on it.
 //
 // Dynamically registered clients that nobody ever used expire
 // (DynamicClientExpired, clients.go), so that registrations cannot grow every

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/personmap"
 )
 
 // Errors. Every error a command or query returns matches one of them with
@@ -32,6 +33,14 @@ var (
 	ErrStale = errors.New("identitystore: projection is stale")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("identitystore: closed")
+	// ErrAddressTaken: the address belongs to another person of the
+	// tenant (bound to another IdP account); only an operator's re-binding
+	// (RebindPerson) moves it.
+	ErrAddressTaken = personmap.ErrAddressTaken
+	// ErrAccountTaken: the IdP account is bound to another person.
+	ErrAccountTaken = personmap.ErrAccountTaken
+	// ErrErased: the person was erased (it comes with ErrNotFound).
+	ErrErased = personmap.ErrErased
 )
 
 func invalid(field, format string, args ...any) error {
@@ -81,7 +90,8 @@ func (h Hash) bytes() []byte {
 	return slices.Clone(h[:])
 }
 
-// Person is a person bound to an IdP account.
+// Person is a person bound to an IdP account. Issuer, Subject and Address
+// come from the person map (internal/personmap), never from the stream.
 type Person struct {
 	Tenant string
 	// ID is opaque and random.
@@ -95,6 +105,16 @@ type Person struct {
 	// person issued at or before it.
 	AgentsRevokedBefore time.Time
 	AgentsRevokedReason string
+	// SessionsRevokedBefore, when set, voids every web session of the
+	// person issued at or before it.
+	SessionsRevokedBefore time.Time
+
+	erased bool
+	// legacy is the account and address an event of an earlier version
+	// put on the stream in clear (PersonBound on idp.<hash>, PersonUpdated
+	// with an address); only the migration into the person map and
+	// erasure read it.
+	legacy personmap.Entry
 }
 
 // Client is a registered OAuth client.
@@ -179,7 +199,7 @@ func (p PAT) clone() PAT     { p.Scopes = slices.Clone(p.Scopes); return p }
 type tenantState struct {
 	domain    string
 	persons   map[string]*Person // by id
-	byAccount map[string]string  // account key (issuer, subject) → person id
+	byAccount map[string]string  // earlier versions' account key (issuer, subject) → person id
 	clients   map[string]*Client // by client id
 	grants    map[string]*Grant  // by grant id
 	byRefresh map[Hash]string    // every generation's hash → grant id
@@ -204,6 +224,14 @@ func newTenantState(domain string) *tenantState {
 
 func accountKey(issuer, subject string) string { return issuer + "\x00" + subject }
 
+// live is the person with the id unless unknown or erased.
+func (ts *tenantState) live(id string) *Person {
+	if p := ts.persons[id]; p != nil && !p.erased {
+		return p
+	}
+	return nil
+}
+
 // voidReason says why g (or a token under it issued at issuedAt) is void,
 // or "" if it is not. Fail closed: a revocation at the very instant of
 // issue voids it (token times are whole seconds).
@@ -214,6 +242,9 @@ func (ts *tenantState) voidReason(g *Grant, issuedAt time.Time) string {
 	p := ts.persons[g.PersonID]
 	if p == nil {
 		return "unknown person"
+	}
+	if p.erased {
+		return "person erased"
 	}
 	if before := p.AgentsRevokedBefore; !before.IsZero() {
 		if !g.Issued.After(before) || !issuedAt.After(before) {

@@ -1,39 +1,104 @@
 package identitystore
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/alpd-project/alpd/internal/personmap"
 )
 
-// Queries answer from this replica's projection; they never touch NATS.
-// Use Fresh to know how current it is.
+// Queries answer from this replica's projection, and people's addresses
+// and accounts from the person map (cached; see internal/personmap). Use
+// Fresh to know how current the projection is.
 
 // PersonBySubject is the person bound to the IdP account (issuer, subject).
-func (s *Store) PersonBySubject(tenant, issuer, subject string) (Person, error) {
-	ts, err := s.state(tenant)
-	if err != nil {
+func (s *Store) PersonBySubject(ctx context.Context, tenant, issuer, subject string) (Person, error) {
+	if _, err := s.state(tenant); err != nil {
 		return Person{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if id, ok := ts.byAccount[accountKey(issuer, subject)]; ok {
-		return ts.persons[id].clone(), nil
+	id, err := s.people.AccountOwner(ctx, tenant, issuer, subject)
+	if errors.Is(err, personmap.ErrNotFound) {
+		return Person{}, fmt.Errorf("%w: no person bound to that IdP account", ErrNotFound)
 	}
-	return Person{}, fmt.Errorf("%w: no person bound to that IdP account", ErrNotFound)
+	if err != nil {
+		return Person{}, fmt.Errorf("identitystore: %w", err)
+	}
+	return s.Person(ctx, tenant, id)
 }
 
-// Person is the person with the id.
-func (s *Store) Person(tenant, id string) (Person, error) {
+// PersonByAddress is the person the address belongs to.
+func (s *Store) PersonByAddress(ctx context.Context, tenant, address string) (Person, error) {
+	if _, err := s.state(tenant); err != nil {
+		return Person{}, err
+	}
+	id, err := s.people.AddressOwner(ctx, tenant, address)
+	if errors.Is(err, personmap.ErrNotFound) {
+		return Person{}, fmt.Errorf("%w: no person has that address", ErrNotFound)
+	}
+	if err != nil {
+		return Person{}, fmt.Errorf("identitystore: %w", err)
+	}
+	return s.Person(ctx, tenant, id)
+}
+
+// Person is the person with the id, with their address and account from
+// the person map. ErrNotFound (with ErrErased after erasure) when the
+// projection or the map does not know them: a person whose binding an
+// earlier version made, and whose address a more recent person took, is
+// not found either.
+func (s *Store) Person(ctx context.Context, tenant, id string) (Person, error) {
 	ts, err := s.state(tenant)
 	if err != nil {
 		return Person{}, err
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if p := ts.persons[id]; p != nil {
-		return p.clone(), nil
+	var p Person
+	found := false
+	if pp := ts.persons[id]; pp != nil {
+		p, found = pp.clone(), true
 	}
-	return Person{}, fmt.Errorf("%w: person %q", ErrNotFound, id)
+	s.mu.RUnlock()
+	switch {
+	case !found:
+		return Person{}, fmt.Errorf("%w: person %q", ErrNotFound, id)
+	case p.erased:
+		return Person{}, fmt.Errorf("%w: person %q: %w", ErrNotFound, id, ErrErased)
+	}
+	e, err := s.people.Get(ctx, tenant, id)
+	switch {
+	case errors.Is(err, personmap.ErrErased):
+		return Person{}, fmt.Errorf("%w: person %q: %w", ErrNotFound, id, ErrErased)
+	case errors.Is(err, personmap.ErrNotFound):
+		return Person{}, fmt.Errorf("%w: person %q has no entry in the person map", ErrNotFound, id)
+	case err != nil:
+		return Person{}, fmt.Errorf("identitystore: person %q: %w", id, err)
+	}
+	p.Address, p.Issuer, p.Subject = e.Address, e.Issuer, e.Subject
+	p.legacy = personmap.Entry{}
+	return p, nil
+}
+
+// SessionValid is nil if a web session of the person issued at issued may
+// still be used: the person is known, not erased, and their sessions were
+// not revoked at or after issued (RevokePersonSessions). It answers from
+// the projection only.
+func (s *Store) SessionValid(tenant, personID string, issued time.Time) error {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p := ts.live(personID)
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: person %q", ErrNotFound, personID)
+	case !p.SessionsRevokedBefore.IsZero() && !issued.After(p.SessionsRevokedBefore):
+		return fmt.Errorf("%w: the person's sessions were revoked", ErrRevoked)
+	}
+	return nil
 }
 
 // Client is the registered client with the id.
@@ -159,6 +224,9 @@ func (s *Store) PATRevoked(tenant, patID string, now time.Time) (bool, string) {
 	person := ts.persons[p.PersonID]
 	if person == nil {
 		return true, "unknown person"
+	}
+	if person.erased {
+		return true, "person erased"
 	}
 	if before := person.AgentsRevokedBefore; !before.IsZero() && !p.Issued.After(before) {
 		return true, "person's agents revoked: " + person.AgentsRevokedReason

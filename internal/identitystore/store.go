@@ -14,6 +14,8 @@ import (
 
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/natsauth"
+	"github.com/alpd-project/alpd/internal/personmap"
 	"github.com/alpd-project/alpd/internal/streams"
 )
 
@@ -40,6 +42,7 @@ const (
 // identity stream. It is safe for concurrent use.
 type Store struct {
 	b       *bus.Bus
+	people  *personmap.Map
 	log     *slog.Logger
 	stream  string
 	filters []string
@@ -66,12 +69,17 @@ type Store struct {
 }
 
 // Open builds the projection of tenants' identity state from the identity
-// stream of b's broker and keeps following it until Close. The stream must
-// exist (the identity service creates it). Open returns once the projection
-// has caught up with the stream, or with ctx's error.
-func Open(ctx context.Context, b *bus.Bus, tenants []string, log *slog.Logger) (*Store, error) {
+// stream of b's broker and keeps following it until Close, and opens the
+// person map (the bucket <NS>_PERSONMAP, created if missing) whose records
+// ks's DATA keys wrap. The stream must exist (the identity service creates
+// it). Open returns once the projection has caught up with the stream, or
+// with ctx's error.
+func Open(ctx context.Context, b *bus.Bus, ks keystore.KeyStore, tenants []string, log *slog.Logger) (*Store, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: bus: nil", ErrInvalid)
+	}
+	if ks == nil {
+		return nil, fmt.Errorf("%w: key store: nil", ErrInvalid)
 	}
 	if len(tenants) == 0 {
 		return nil, fmt.Errorf("%w: tenants: at least one is required", ErrInvalid)
@@ -100,6 +108,11 @@ func Open(ctx context.Context, b *bus.Bus, tenants []string, log *slog.Logger) (
 		s.tenants[t] = newTenantState(t)
 		s.filters = append(s.filters, fmt.Sprintf("%s.%s.%s.>", bus.SubjectPrefix, streams.Identity, bus.TenantToken(t)))
 	}
+	people, err := personmap.Open(ctx, b.JetStream(), b.StreamName(natsauth.PersonMapBucket), b.Options().Replicas, ks, personmap.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("identitystore: %w", err)
+	}
+	s.people = people
 	cons, err := s.newReader(ctx)
 	if err != nil {
 		return nil, err

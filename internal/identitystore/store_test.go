@@ -22,6 +22,7 @@ import (
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/streams"
 )
@@ -38,6 +39,7 @@ var hosted = []string{tenant, other}
 type env struct {
 	b  *bus.Bus
 	js jetstream.JetStream
+	ks keystore.KeyStore
 }
 
 func connect(t *testing.T, srv *server.Server) *env {
@@ -47,7 +49,13 @@ func connect(t *testing.T, srv *server.Server) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{b: b, js: b.JetStream()}
+	ks := keystore.NewMemory()
+	for _, tn := range hosted {
+		if _, err := ks.Generate(context.Background(), tn, alpv1.KeyPurpose_KEY_PURPOSE_DATA); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &env{b: b, js: b.JetStream(), ks: ks}
 }
 
 // newEnv starts a server and creates the identity stream, as the identity
@@ -74,7 +82,7 @@ func (e *env) open(t *testing.T, tenants ...string) *Store {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	s, err := Open(ctx, e.b, tenants, slog.New(slog.DiscardHandler))
+	s, err := Open(ctx, e.b, e.ks, tenants, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,10 +170,10 @@ func TestBindPerson(t *testing.T) {
 		ana.Bound.IsZero() {
 		t.Fatalf("bound %+v", ana)
 	}
-	if got, err := s.PersonBySubject(tenant, iss, "sub-ana"); err != nil || !reflect.DeepEqual(got, ana) {
+	if got, err := s.PersonBySubject(ctxT(t), tenant, iss, "sub-ana"); err != nil || !reflect.DeepEqual(got, ana) {
 		t.Fatalf("PersonBySubject = %+v, %v", got, err)
 	}
-	if got, err := s.Person(tenant, ana.ID); err != nil || !reflect.DeepEqual(got, ana) {
+	if got, err := s.Person(ctxT(t), tenant, ana.ID); err != nil || !reflect.DeepEqual(got, ana) {
 		t.Fatalf("Person = %+v, %v", got, err)
 	}
 	// The same account again: the same person, nothing stored.
@@ -193,16 +201,16 @@ func TestBindPerson(t *testing.T) {
 		t.Fatalf("PersonIDBinder = %q, %v", id, err)
 	}
 	// Tenants are separate.
-	if _, err := s.PersonBySubject(other, iss, "sub-ana"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.PersonBySubject(ctxT(t), other, iss, "sub-ana"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("other tenant: %v", err)
 	}
-	if _, err := s.Person(tenant, "p_nobody"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Person(ctxT(t), tenant, "p_nobody"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown person: %v", err)
 	}
 	if _, err := s.BindPerson(ctxT(t), "unhosted.example", iss, "x", "x@unhosted.example", nil); !errors.Is(err, ErrNotHosted) {
 		t.Errorf("unhosted tenant: %v", err)
 	}
-	if _, err := s.Person("unhosted.example", ana.ID); !errors.Is(err, ErrNotHosted) {
+	if _, err := s.Person(ctxT(t), "unhosted.example", ana.ID); !errors.Is(err, ErrNotHosted) {
 		t.Errorf("unhosted tenant query: %v", err)
 	}
 }
@@ -539,7 +547,7 @@ func TestPersonAgentsRevoked(t *testing.T) {
 	if err := s.RevokePersonAgents(ctx, tenant, w.person.ID, "disabled at the IdP"); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := s.Person(tenant, w.person.ID)
+	p, _ := s.Person(ctxT(t), tenant, w.person.ID)
 	if p.AgentsRevokedBefore.IsZero() || p.AgentsRevokedReason != "disabled at the IdP" {
 		t.Fatalf("person %+v", p)
 	}
@@ -869,7 +877,7 @@ func TestFreshFollowsNATS(t *testing.T) {
 		t.Errorf("Fresh = %v, want ErrStale", err)
 	}
 	// Queries still answer from the last state.
-	if _, err := s.Person(tenant, w.person.ID); err != nil {
+	if _, err := s.Person(ctxT(t), tenant, w.person.ID); err != nil {
 		t.Error(err)
 	}
 
@@ -883,11 +891,11 @@ func TestFreshFollowsNATS(t *testing.T) {
 		p, err = s.BindPerson(ctx, tenant, iss, "after-restart", "after@example.org", nil)
 		return err
 	})
-	if got, err := s.PersonBySubject(tenant, iss, "after-restart"); err != nil || got.ID != p.ID {
+	if got, err := s.PersonBySubject(ctxT(t), tenant, iss, "after-restart"); err != nil || got.ID != p.ID {
 		t.Fatalf("after restart: %+v, %v", got, err)
 	}
 	second := e.open(t)
-	if _, err := second.Person(tenant, w.person.ID); err != nil {
+	if _, err := second.Person(ctxT(t), tenant, w.person.ID); err != nil {
 		t.Fatalf("a store opened after the restart: %v", err)
 	}
 }
@@ -982,7 +990,7 @@ func TestRefusedEvents(t *testing.T) {
 	if q.Address != "ana@example.org" || !slices.Equal(q.Roles, []string{"r"}) {
 		t.Fatalf("person %+v", q)
 	}
-	if _, err := s.Person(tenant, "p_other"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Person(ctxT(t), tenant, "p_other"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("p_other: %v", err)
 	}
 }
@@ -991,16 +999,16 @@ func TestOpenErrors(t *testing.T) {
 	t.Parallel()
 	e := connect(t, natstest.RunJetStream(t))
 	ctx := ctxT(t)
-	if _, err := Open(ctx, e.b, []string{tenant}, nil); !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := Open(ctx, e.b, e.ks, []string{tenant}, nil); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("without the stream: %v", err)
 	}
 	e.ensureStream(t)
 	for _, tenants := range [][]string{nil, {"Example.org"}, {tenant, tenant}} {
-		if _, err := Open(ctx, e.b, tenants, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "tenants") {
+		if _, err := Open(ctx, e.b, e.ks, tenants, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "tenants") {
 			t.Errorf("Open(%q) = %v", tenants, err)
 		}
 	}
-	if _, err := Open(ctx, nil, []string{tenant}, nil); !errors.Is(err, ErrInvalid) {
+	if _, err := Open(ctx, nil, e.ks, []string{tenant}, nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("nil bus: %v", err)
 	}
 }

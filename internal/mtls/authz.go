@@ -47,7 +47,8 @@ func LedgerReadMethods() []string {
 //
 //   - every service's Ping: all six services and the operator;
 //   - identity's Introspect: ingress and approvals;
-//   - identity's ErasePerson: the operator only;
+//   - identity's ErasePerson, RebindPerson and RevokePersonSessions: the
+//     operator only;
 //   - the ledger's read methods (LedgerReadMethods): ingress only, the
 //     agents' door, forwarding an agent's read with the person's bearer
 //     token (the ledger checks that token; no role reads a ledger without
@@ -65,8 +66,10 @@ func DefaultPolicy() Policy {
 		ledgerv1.LedgerService_Ping_FullMethodName:         all,
 		approvalsv1.ApprovalsService_Ping_FullMethodName:   all,
 
-		IdentityIntrospectMethod:                              {alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_APPROVALS},
-		identityv1.IdentityService_ErasePerson_FullMethodName: {alpv1.Role_ROLE_OPERATOR},
+		IdentityIntrospectMethod:                                       {alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_APPROVALS},
+		identityv1.IdentityService_ErasePerson_FullMethodName:          {alpv1.Role_ROLE_OPERATOR},
+		identityv1.IdentityService_RebindPerson_FullMethodName:         {alpv1.Role_ROLE_OPERATOR},
+		identityv1.IdentityService_RevokePersonSessions_FullMethodName: {alpv1.Role_ROLE_OPERATOR},
 
 		healthpb.Health_Check_FullMethodName: all,
 		healthpb.Health_Watch_FullMethodName: all,

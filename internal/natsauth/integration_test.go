@@ -367,7 +367,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	if again, err := lb.Append(ctx, "alp.ledger.example_org.nobody", 0, ev); err != nil || again != first {
 		t.Fatalf("retried append = %d, %v; want %d", again, err, first)
 	}
-	checkIdentityProjection(t, conns)
+	checkIdentityProjection(t, conns, ks)
 	for _, role := range startOrder {
 		conns[role].noErrors(t)
 	}
@@ -425,7 +425,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 // (internal/identitystore) under the identity, ingress and approvals users:
 // identity's commands are seen by the others, which stay fresh. The
 // ephemeral create API they may use refuses a durable consumer.
-func checkIdentityProjection(t *testing.T, conns map[string]*conn) {
+func checkIdentityProjection(t *testing.T, conns map[string]*conn, ks keystore.KeyStore) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -435,7 +435,7 @@ func checkIdentityProjection(t *testing.T, conns map[string]*conn) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := identitystore.Open(ctx, b, conns[role].user.Tenants, nil)
+		s, err := identitystore.Open(ctx, b, ks, conns[role].user.Tenants, nil)
 		if err != nil {
 			t.Fatalf("%s opens the identity projection under its own user: %v", role, err)
 		}
@@ -472,6 +472,16 @@ func checkIdentityProjection(t *testing.T, conns map[string]*conn) {
 			}
 			return stores[role].Fresh(5 * time.Second)
 		})
+		// Every reader resolves the person's address from the person map
+		// under its own user.
+		if q, err := stores[role].Person(ctx, tenant, p.ID); err != nil || q.Address != "ana@example.org" {
+			t.Fatalf("%s reads the person map: %+v, %v", role, q, err)
+		}
+	}
+	// Identity drops the person's map keys (no purge marker) under its own
+	// user when it erases them.
+	if err := id.ErasePeople(ctx, tenant, p.ID); err != nil {
+		t.Fatalf("identity erases from the person map: %v", err)
 	}
 	// The ephemeral form of the create API refuses a durable.
 	req := `{"stream_name":"PERM_IDENTITY","config":{"durable_name":"PERM_MINE","deliver_policy":"all","ack_policy":"explicit"}}`

@@ -57,6 +57,14 @@ const (
 	LedgerTreesBucket = "ledgertrees"
 	// LedgerCheckpointsBucket holds the latest signed checkpoint per log.
 	LedgerCheckpointsBucket = "ledgercheckpoints"
+	// PersonMapBucket is the erasable map person id ↔ address and IdP
+	// account (internal/personmap), keyed "<tenant domain>.<token>";
+	// identity writes it and purges a person's keys on erasure, the roles
+	// that follow the identity projection read it.
+	PersonMapBucket = "personmap"
+	// SessionsBucket holds people's web sessions (internal/signin), keyed
+	// "<tenant domain>.<hash of the session id>"; identity only.
+	SessionsBucket = "sessions"
 )
 
 // Access is what a role may do with a KV bucket.
@@ -70,6 +78,10 @@ const (
 	Read
 	// Write: create, put and purge keys.
 	Write
+	// Purge: remove a key's messages from the bucket's stream without
+	// leaving a purge marker (a stream purge filtered by the key's
+	// subject): the person map drops keys whose name is a keyed hash.
+	Purge
 )
 
 // Has reports whether a includes all of b.
@@ -80,7 +92,7 @@ func (a Access) String() string {
 	for _, p := range []struct {
 		a    Access
 		name string
-	}{{Manage, "manage"}, {Read, "read"}, {Write, "write"}} {
+	}{{Manage, "manage"}, {Read, "read"}, {Write, "write"}, {Purge, "purge"}} {
 		if a.Has(p.a) {
 			parts = append(parts, p.name)
 		}
@@ -300,7 +312,18 @@ func useOf(role alpv1.Role) Use {
 	}
 	if role == alpv1.Role_ROLE_IDENTITY {
 		u.Buckets = append(u.Buckets, Bucket{Name: OAuthCodesBucket, Access: Manage | Read | Write, Keys: AllKeys,
-			Why: "OAuth authorization codes and client-assertion ids (one-time use)"})
+			Why: "OAuth authorization codes and client-assertion ids (one-time use)"},
+			Bucket{Name: SessionsBucket, Access: Manage | Read | Write, Keys: Tenants,
+				Why: "people's web sessions: created at sign-in, checked on every use, deleted at sign-out"})
+	}
+	if slices.Contains(u.Reads, streams.Identity) {
+		// Every role following the identity projection resolves person ids
+		// to addresses; only identity binds and erases.
+		b := Bucket{Name: PersonMapBucket, Access: Manage | Read, Keys: Tenants, Why: "person map: resolves person ids to addresses"}
+		if role == alpv1.Role_ROLE_IDENTITY {
+			b.Access, b.Why = Manage|Read|Write|Purge, "person map: binds people, one per address; purges them on erasure"
+		}
+		u.Buckets = append(u.Buckets, b)
 	}
 	return u
 }

@@ -223,6 +223,9 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 				allow(&pub, "bucket `"+bn+"`: create, put, purge", "%s%s.%s", kvPre, bn, k)
 			}
 		}
+		if b.Access.Has(Purge) {
+			allow(&pub, "bucket `"+bn+"`: drop keys without a purge marker (stream purge by subject)", "%sSTREAM.PURGE.%s", jsAPI, stream)
+		}
 	}
 	allow(&pub, "probe any service (core request/reply)", "%s", ProbeSubject(ns, "*"))
 

@@ -122,7 +122,7 @@ func (s StoreClients) Client(_ context.Context, tenant, clientID string) (identi
 // Store is the part of *identitystore.Store the authorization server uses.
 type Store interface {
 	Client(tenant, clientID string) (identitystore.Client, error)
-	Person(tenant, id string) (identitystore.Person, error)
+	Person(ctx context.Context, tenant, id string) (identitystore.Person, error)
 	Grant(tenant, grantID string) (identitystore.Grant, error)
 	GrantByRefreshHash(tenant string, hash identitystore.Hash) (identitystore.Grant, error)
 	IssueGrant(ctx context.Context, spec identitystore.GrantSpec) (identitystore.Grant, error)

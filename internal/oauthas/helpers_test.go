@@ -187,7 +187,16 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	if _, err := b.EnsureStream(ctx, def.Spec(tenants, streams.Limits{})); err != nil {
 		t.Fatal(err)
 	}
-	h.store, err = identitystore.Open(ctx, b, tenants, log)
+	// Token keys, and the data keys wrapping the person map.
+	h.keys = keystore.NewMemory()
+	for _, tn := range tenants {
+		for _, p := range []alpv1.KeyPurpose{accesstoken.Purpose, alpv1.KeyPurpose_KEY_PURPOSE_DATA} {
+			if _, err := h.keys.Generate(ctx, tn, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h.store, err = identitystore.Open(ctx, b, h.keys, tenants, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,14 +204,6 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	h.kv, err = b.JetStream().CreateOrUpdateKeyValue(ctx, oauthas.CodesBucketConfig("t_oauth_codes", 1))
 	if err != nil {
 		t.Fatal(err)
-	}
-
-	// Token keys.
-	h.keys = keystore.NewMemory()
-	for _, tn := range tenants {
-		if _, err := h.keys.Generate(ctx, tn, accesstoken.Purpose); err != nil {
-			t.Fatal(err)
-		}
 	}
 
 	mux := http.NewServeMux()
@@ -218,7 +219,12 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	idpB := startIdP(t, testidp.Config{AutoLogin: true,
 		Users:   []testidp.User{{Subject: "sub-bo", Username: "bo"}},
 		Clients: []testidp.Client{{ID: "alpd", Secret: "idp-secret", RedirectURIs: []string{h.public + signin.PathCallback + tenantB}}}})
+	sessionsKV, err := b.JetStream().CreateOrUpdateKeyValue(ctx, signin.SessionsBucketConfig("t_sessions", signin.DefaultSessionTTL, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	sessions, err := signin.New(ctx, signin.Config{
+		Sessions:  signin.KVSessions{KV: sessionsKV},
 		PublicURL: h.public, Insecure: true, HashKey: randBytes(32), BlockKey: randBytes(32), Logger: log,
 		Tenants: []signin.TenantIdP{
 			{Tenant: tenantA, Issuer: idpA.Issuer(), ClientID: "alpd", ClientSecret: "idp-secret",

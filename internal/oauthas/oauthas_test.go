@@ -47,7 +47,7 @@ func TestConfidentialClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-	person, err := h.store.Person(tenantA, cl.Subject)
+	person, err := h.store.Person(t.Context(), tenantA, cl.Subject)
 	if err != nil || person.Address != "ana@a.example" {
 		t.Fatalf("person %+v, %v", person, err)
 	}

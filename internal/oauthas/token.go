@@ -131,7 +131,7 @@ func (t *tenantAS) CodeExchange(ctx context.Context, cr *op.ClientRequest[oidc.A
 		return nil, unavailable("the code cannot be exchanged now; try again")
 	}
 
-	person, err := t.s.deps.Store.Person(t.tenant, e.PersonID)
+	person, err := t.s.deps.Store.Person(ctx, t.tenant, e.PersonID)
 	if err != nil {
 		t.s.log.WarnContext(ctx, "oauthas: the code's person is not known", "tenant", t.tenant, "person_id", e.PersonID, "err", err)
 		return nil, invalidGrant("the person who authorized the code is not known; authorize again")

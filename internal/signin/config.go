@@ -109,6 +109,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for sessions and freshness; default time.Now.
 	Now func() time.Time
+	// Sessions keeps the server-side records of web sessions (required):
+	// a session cookie is honored only while its record exists, so
+	// signing out and revocation end it everywhere (KVSessions).
+	Sessions SessionStore
 }
 
 // forbiddenAddressClaims are mutable or unverified claims that must not

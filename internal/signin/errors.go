@@ -40,11 +40,14 @@ const (
 	CodeEmailNotVerified   = "email_not_verified"
 	CodeEmailDomain        = "email_domain_not_allowed"
 	CodeAddressClaimFormat = "address_claim_invalid" // the immutable claim or email is not a well-formed address
+	CodeAddressTaken       = "address_taken"         // the address belongs to a person bound to another IdP account (an operator re-binds it)
 
 	// Session and CSRF problems.
 	CodeSigninRequired      = "signin_required"
 	CodeSessionInvalid      = "session_invalid"
 	CodeSessionExpired      = "session_expired"
+	CodeSessionRevoked      = "session_revoked"      // signed out, or revoked by an operator
+	CodeSessionsUnavailable = "sessions_unavailable" // the session records cannot be read now
 	CodeFreshSigninRequired = "fresh_signin_required"
 	CodeCSRFOrigin          = "csrf_origin_mismatch"
 	CodeCSRFOriginMissing   = "csrf_origin_missing"

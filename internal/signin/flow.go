@@ -265,7 +265,7 @@ func (s *Service) complete(ctx context.Context, r *http.Request, t *tenant, f *f
 		return nil, wrapDependency(err, CodeRefreshKeepFailed, "could not store the IdP refresh token")
 	}
 
-	return &Session{
+	sess := &Session{
 		ID:       rand.Text(),
 		Tenant:   t.Tenant,
 		PersonID: personID,
@@ -274,7 +274,12 @@ func (s *Service) complete(ctx context.Context, r *http.Request, t *tenant, f *f
 		AuthTime: authTime.UTC(),
 		Issued:   now.UTC(),
 		Expires:  now.Add(s.cfg.SessionTTL).UTC(),
-	}, nil
+	}
+	if err := s.cfg.Sessions.CreateSession(ctx, sess); err != nil {
+		return nil, &wrappedError{e: &Error{Status: http.StatusServiceUnavailable, Code: CodeSessionsUnavailable,
+			Message: "the session could not be recorded; try signing in again shortly", RetryAfter: 5}, cause: err}
+	}
+	return sess, nil
 }
 
 // wrapDependency keeps an *Error from a Binder or RefreshKeeper and turns

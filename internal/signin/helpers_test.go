@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/testidp"
 )
@@ -139,6 +142,7 @@ type harness struct {
 	binder   *fakeBinder
 	keeper   *fakeKeeper
 	logs     *lockedBuffer
+	sessions signin.KVSessions
 	offset   atomic.Int64 // added to time.Now by the service's clock
 	hashKey  []byte
 	blockKey []byte
@@ -181,7 +185,9 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		Clients: client(noOffTenant)})
 
 	h.hashKey, h.blockKey = randKey(), randKey()
+	h.sessions = newSessions(t)
 	cfg := signin.Config{
+		Sessions:  h.sessions,
 		PublicURL: h.public,
 		Insecure:  opts.plainHTTP,
 		HashKey:   h.hashKey,
@@ -252,6 +258,20 @@ func randKey() []byte {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	return b
+}
+
+// newSessions is a session store on a bucket of a fresh JetStream server.
+func newSessions(t *testing.T) signin.KVSessions {
+	t.Helper()
+	js, err := jetstream.New(natstest.Connect(t, natstest.RunJetStream(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(t.Context(), signin.SessionsBucketConfig("T_SESSIONS", signin.DefaultSessionTTL, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signin.KVSessions{KV: kv}
 }
 
 func startIdP(t *testing.T, cfg testidp.Config) *testidp.IdP {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"mime"
 	"net/http"
 	"net/url"
@@ -72,7 +73,9 @@ func (s *Service) clearSession(w http.ResponseWriter) {
 
 // Session returns the request's valid session: ErrNoSession without a
 // cookie, an *Error with code session_invalid for a tampered, foreign or
-// undecodable cookie, session_expired after its expiry.
+// undecodable cookie, session_expired after its expiry, session_revoked
+// after sign-out or revocation (no server-side record), and
+// sessions_unavailable (503) when the record cannot be read.
 func (s *Service) Session(r *http.Request) (*Session, error) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" {
@@ -92,6 +95,13 @@ func (s *Service) Session(r *http.Request) (*Session, error) {
 	}
 	if sess.Issued.After(now.Add(clockSkew)) || sess.Expires.Sub(sess.Issued) > s.cfg.SessionTTL {
 		return nil, invalid
+	}
+	if err := s.cfg.Sessions.CheckSession(r.Context(), &sess); errors.Is(err, ErrSessionRevoked) {
+		return nil, newError(http.StatusUnauthorized, CodeSessionRevoked, "this session was signed out or revoked; sign in again")
+	} else if err != nil {
+		s.log.Error("signin: cannot check a session", "tenant", sess.Tenant, "person_id", sess.PersonID, "err", err)
+		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeSessionsUnavailable,
+			Message: "sessions cannot be checked right now; try again shortly", RetryAfter: 5}
 	}
 	sess.csrf = s.csrfToken(&sess)
 	return &sess, nil
@@ -245,9 +255,13 @@ func (s *Service) RequireCSRF(next http.Handler) http.Handler {
 	})
 }
 
-// serveSignOut: POST /signout (CSRF-protected) clears the session and
-// redirects (303) to the form's "return" path, default "/". Without a
-// valid session there is nothing to protect: the cookie is cleared anyway.
+// serveSignOut: POST /signout (CSRF-protected) ends the session (its
+// server-side record is deleted, so every copy of the cookie stops
+// working), clears the cookie and redirects (303) to the form's "return"
+// path, default "/". Without a valid session there is nothing to protect:
+// the cookie is cleared anyway. When the record cannot be deleted the
+// answer is 503 and the session stays signed in: a sign-out that only
+// cleared this browser's cookie would be a false promise.
 func (s *Service) serveSignOut(w http.ResponseWriter, r *http.Request) {
 	setNoStore(w)
 	if r.Method != http.MethodPost {
@@ -260,6 +274,12 @@ func (s *Service) serveSignOut(w http.ResponseWriter, r *http.Request) {
 		sess, err := s.checkCSRF(r)
 		if err != nil {
 			WriteError(w, err)
+			return
+		}
+		if err := s.cfg.Sessions.DeleteSession(r.Context(), sess); err != nil {
+			s.log.Error("signin: sign-out failed", "tenant", sess.Tenant, "person_id", sess.PersonID, "err", err)
+			WriteError(w, &Error{Status: http.StatusServiceUnavailable, Code: CodeSessionsUnavailable,
+				Message: "the session could not be ended right now; try again shortly", RetryAfter: 5})
 			return
 		}
 		s.log.Info("signin: signed out", "tenant", sess.Tenant, "person_id", sess.PersonID)

@@ -30,8 +30,11 @@
 // Web sessions are a securecookie-encoded (HMAC-SHA256 signed, AES-256
 // encrypted) cookie "alpd_session": Secure (unless Config.Insecure, allowed
 // only for http on loopback), HttpOnly, SameSite=Lax (the IdP callback is a
-// top-level cross-site GET), Path=/. Sessions are stateless: signing out
-// clears the cookie, but a copied cookie stays valid until it expires.
+// top-level cross-site GET), Path=/. Every session also has a server-side
+// record (Config.Sessions), checked on every use: signing out deletes it,
+// so a copied cookie stops working too, and an operator can revoke all of
+// a person's sessions. When the records cannot be read, sessions are
+// refused (503 sessions_unavailable): fail closed.
 // State-changing forms are protected by CheckCSRF: a per-session token
 // (HMAC of the session id) in the form field "csrf" (or header
 // X-CSRF-Token) plus a same-origin Origin/Referer check.
@@ -125,6 +128,9 @@ func New(ctx context.Context, cfg Config, binder Binder, keeper RefreshKeeper) (
 	}
 	if keeper == nil {
 		err = errors.Join(err, errors.New("signin: a RefreshKeeper is required"))
+	}
+	if cfg.Sessions == nil {
+		err = errors.Join(err, errors.New("signin: Config.Sessions is required (server-side session records)"))
 	}
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -430,7 +431,7 @@ func TestSessionCookieChecks(t *testing.T) {
 
 	// A cookie from another broker (other keys) is invalid here.
 	other, err := signin.New(t.Context(), signin.Config{
-		PublicURL: h.public, HashKey: randKey(), BlockKey: randKey(),
+		PublicURL: h.public, HashKey: randKey(), BlockKey: randKey(), Sessions: h.sessions,
 		Tenants: []signin.TenantIdP{{Tenant: mainTenant, Issuer: h.idp.Issuer(), ClientID: clientID, ClientSecret: clientSecret,
 			Directory: map[string]string{"sub:sub-alice": "alice@example.org"}}},
 	}, h.binder, h.keeper)
@@ -575,8 +576,10 @@ func TestInsecureLoopback(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	idp := startIdP(t, testidp.Config{Users: []testidp.User{{Subject: "s", Username: "u"}},
 		Clients: []testidp.Client{{ID: clientID, Secret: clientSecret, RedirectURIs: []string{"https://broker.example/signin/callback/example.org"}}}})
+	sessions := newSessions(t)
 	good := func() signin.Config {
 		return signin.Config{
+			Sessions:  sessions,
 			PublicURL: "https://broker.example",
 			HashKey:   randKey(), BlockKey: randKey(),
 			Tenants: []signin.TenantIdP{{Tenant: mainTenant, Issuer: idp.Issuer(), ClientID: clientID, ClientSecret: clientSecret}},
@@ -701,5 +704,83 @@ func TestSessionEndpoint(t *testing.T) {
 	}
 	if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &got) != nil || got.Address != "dave@example.org" || got.CSRF == "" {
 		t.Fatalf("session: %d %s", a.status, a.body)
+	}
+}
+
+// Finding 12: signing out ends the session on the server. Before, sign-out
+// only cleared this browser's cookie and a copy of it (in another browser,
+// or stolen) stayed valid until it expired.
+func TestSignOutRevokesCopiedCookie(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	b := h.browser()
+	h.signIn(b, mainTenant, "alice@example.org", "/")
+	_, v := h.session(b)
+	pub, _ := url.Parse(h.public)
+	var copied *http.Cookie
+	for _, c := range b.Jar.Cookies(pub) {
+		if c.Name == signin.SessionCookie {
+			copied = c
+		}
+	}
+	if copied == nil {
+		t.Fatal("no session cookie")
+	}
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.AddCookie(copied)
+	if _, err := h.svc.Session(req); err != nil {
+		t.Fatalf("before sign-out: %v", err)
+	}
+	if a := h.post(b, "/signout", url.Values{"csrf": {v.CSRF}}, map[string]string{"Origin": h.public}); a.status != http.StatusSeeOther {
+		t.Fatalf("signout: %d %s", a.status, a.body)
+	}
+	_, err := h.svc.Session(req)
+	var e *signin.Error
+	if !errors.As(err, &e) || e.Status != http.StatusUnauthorized || e.Code != signin.CodeSessionRevoked {
+		t.Fatalf("copied cookie after sign-out: %v", err)
+	}
+	// Another browser with the copy is refused too (a POST gets 401).
+	other := h.browser()
+	other.Jar.SetCookies(pub, []*http.Cookie{copied})
+	wantError(t, h.post(other, "/act", url.Values{"csrf": {v.CSRF}}, map[string]string{"Origin": h.public}), http.StatusUnauthorized, signin.CodeSessionRevoked)
+}
+
+// The store's extra check (the identity projection in alpd: an operator's
+// revocation, an erased person) ends sessions; a store that cannot answer
+// fails closed with 503.
+func TestSessionStoreChecks(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	b := h.browser()
+	h.signIn(b, mainTenant, "alice@example.org", "/")
+	pub, _ := url.Parse(h.public)
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	for _, c := range b.Jar.Cookies(pub) {
+		req.AddCookie(c)
+	}
+	sess, err := h.svc.Session(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked := signin.KVSessions{KV: h.sessions.KV, Valid: func(_ context.Context, tenant, person string, issued time.Time) error {
+		if tenant != mainTenant || person != sess.PersonID || !issued.Equal(sess.Issued) {
+			t.Errorf("Valid(%q, %q, %v)", tenant, person, issued)
+		}
+		return fmt.Errorf("%w: revoked by an operator", signin.ErrSessionRevoked)
+	}}
+	if err := revoked.CheckSession(t.Context(), sess); !errors.Is(err, signin.ErrSessionRevoked) {
+		t.Fatalf("revoked by Valid: %v", err)
+	}
+	forged := *sess
+	forged.PersonID = "p_someone_else"
+	if err := h.sessions.CheckSession(t.Context(), &forged); !errors.Is(err, signin.ErrSessionRevoked) {
+		t.Fatalf("a record for another person: %v", err)
+	}
+	if err := h.sessions.DeleteSession(t.Context(), sess); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sessions.DeleteSession(t.Context(), sess); err != nil {
+		t.Fatalf("delete again: %v", err)
+	}
+	if err := h.sessions.CheckSession(t.Context(), sess); !errors.Is(err, signin.ErrSessionRevoked) {
+		t.Fatalf("deleted: %v", err)
 	}
 }

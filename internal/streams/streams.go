@@ -64,6 +64,7 @@ func IdentityKinds() []string {
 		"grant_issued", "refresh_token_rotated", "grant_revoked",
 		"personal_access_token_issued", "personal_access_token_revoked",
 		"sealed_secret_created", "idp_token_stored",
+		"person_rebound", "person_sessions_revoked",
 	}
 }
 

@@ -26,7 +26,6 @@ import (
 	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
-	"github.com/alpd-project/alpd/internal/mtls"
 	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/internal/seal"
@@ -127,11 +126,22 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	store, err := identitystore.Open(ctx, s.Bus, s.Tenants, s.Logger)
+	store, err := identitystore.Open(ctx, s.Bus, s.Keys, s.Tenants, s.Logger)
 	if err != nil {
 		return fmt.Errorf("identity: open store: %w", err)
 	}
 	s.store = store
+	// Earlier versions kept bindings in clear on the stream, one person per
+	// account even for a shared address: move them into the person map
+	// (one person per address) before anyone signs in.
+	migrated, superseded, err := store.MigrateBindings(ctx)
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("identity: migrate bindings: %w", err)
+	}
+	if migrated+superseded > 0 {
+		s.Logger.Info("earlier bindings moved into the person map", "migrated", migrated, "superseded", superseded)
+	}
 	go func() {
 		<-ctx.Done()
 		store.Close()
@@ -168,7 +178,12 @@ func (s *Service) startSignIn(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("identity: cookie keys: %w", err)
 	}
+	sessions, err := s.sessionStore(ctx)
+	if err != nil {
+		return err
+	}
 	svc, err := signin.New(ctx, signin.Config{
+		Sessions:   sessions,
 		PublicURL:  s.opts.PublicURL,
 		Tenants:    s.opts.IdPs,
 		HashKey:    keys[:32],
@@ -176,7 +191,7 @@ func (s *Service) startSignIn(ctx context.Context) error {
 		Insecure:   s.opts.InsecureCookies,
 		HTTPClient: s.opts.HTTPClient,
 		Logger:     s.Logger,
-	}, identitystore.PersonIDBinder{Store: s.store}, refreshKeeper{s})
+	}, binder{s.store}, refreshKeeper{s})
 	if err != nil {
 		return err
 	}
@@ -351,8 +366,13 @@ func (s *Service) PublishKey(ctx context.Context, kl *alpv1.KeyLifecycle) error 
 // ErrNotHosted: the tenant is not one of this broker's.
 var ErrNotHosted = errors.New("identity: tenant is not hosted by this broker")
 
-// Erase destroys a person's data key, making every body sealed with it
-// unreadable, and appends the tombstone. Streams stay append-only.
+// Erase removes the person from the person map (their address and IdP
+// account: no stream or bucket holds them afterwards), destroys their data
+// key, making every body sealed with it unreadable, and appends the
+// tombstone, which every replica's projection applies (the person's
+// sessions, grants and tokens are void from then on). Streams are not
+// rewritten; events name the person by id only. Running it again after a
+// failure completes it.
 func (s *Service) Erase(ctx context.Context, tenant, personID string, operator string) error {
 	if !s.HostsTenant(tenant) {
 		return fmt.Errorf("%w: %q", ErrNotHosted, tenant)
@@ -363,6 +383,12 @@ func (s *Service) Erase(ctx context.Context, tenant, personID string, operator s
 	subject, err := bus.Subject(streams.Identity, tenant, "erasure", personID)
 	if err != nil {
 		return fmt.Errorf("identity: person id: %w", err)
+	}
+	if s.store == nil {
+		return errors.New("identity: not started")
+	}
+	if err := s.store.ErasePeople(ctx, tenant, personID); err != nil {
+		return fmt.Errorf("identity: erase the person's mapping: %w", err)
 	}
 	if err := s.Sealer.Destroy(ctx, tenant, personID); err != nil {
 		return fmt.Errorf("identity: destroy data key: %w", err)
@@ -379,11 +405,7 @@ func (s *Service) Erase(ctx context.Context, tenant, personID string, operator s
 // ErasePerson implements IdentityService.ErasePerson; the caller (an
 // operator, by the authorization table) is named in the tombstone.
 func (s *Service) ErasePerson(ctx context.Context, req *identityv1.ErasePersonRequest) (*identityv1.ErasePersonResponse, error) {
-	operator := "in-process caller"
-	if role, ok := mtls.CallerRole(ctx); ok {
-		operator = mtls.RoleName(role)
-	}
-	switch err := s.Erase(ctx, req.GetTenant(), req.GetPersonId(), operator); {
+	switch err := s.Erase(ctx, req.GetTenant(), req.GetPersonId(), operatorActor(ctx).GetId()); {
 	case errors.Is(err, ErrNotHosted), errors.Is(err, seal.ErrInvalidPersonID), errors.Is(err, seal.ErrInvalidTenant):
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	case err != nil:

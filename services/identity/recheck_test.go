@@ -75,7 +75,7 @@ func TestRecheckWithTheIdP(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	person, err := b.Identity().Store().PersonBySubject("example.org", idp.Issuer(), "sub-ana")
+	person, err := b.Identity().Store().PersonBySubject(ctx, "example.org", idp.Issuer(), "sub-ana")
 	if err != nil {
 		t.Fatalf("no person after sign-in: %v", err)
 	}
@@ -199,7 +199,7 @@ func TestRecheckWithDex(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		p, err := b.Identity().Store().PersonBySubject("example.org", idp.Issuer(), u.Subject)
+		p, err := b.Identity().Store().PersonBySubject(t.Context(), "example.org", idp.Issuer(), u.Subject)
 		if err != nil {
 			t.Fatalf("no person %s after sign-in: %v", u.Username, err)
 		}

@@ -500,6 +500,8 @@ type Event struct {
 	//	*Event_SealedSecretCreated
 	//	*Event_IdpTokenStored
 	//	*Event_LedgerEntryAppended
+	//	*Event_PersonRebound
+	//	*Event_PersonSessionsRevoked
 	//	*Event_ClientFirstUsed
 	//	*Event_DynamicClientExpired
 	Body          isEvent_Body `protobuf_oneof:"body"`
@@ -704,6 +706,24 @@ func (x *Event) GetLedgerEntryAppended() *LedgerEntryAppended {
 	return nil
 }
 
+func (x *Event) GetPersonRebound() *PersonRebound {
+	if x != nil {
+		if x, ok := x.Body.(*Event_PersonRebound); ok {
+			return x.PersonRebound
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetPersonSessionsRevoked() *PersonSessionsRevoked {
+	if x != nil {
+		if x, ok := x.Body.(*Event_PersonSessionsRevoked); ok {
+			return x.PersonSessionsRevoked
+		}
+	}
+	return nil
+}
+
 func (x *Event) GetClientFirstUsed() *ClientFirstUsed {
 	if x != nil {
 		if x, ok := x.Body.(*Event_ClientFirstUsed); ok {
@@ -796,6 +816,15 @@ type Event_LedgerEntryAppended struct {
 	LedgerEntryAppended *LedgerEntryAppended `protobuf:"bytes,26,opt,name=ledger_entry_appended,json=ledgerEntryAppended,oneof"`
 }
 
+type Event_PersonRebound struct {
+	// Identity state (alp/v1/identity.proto), continued.
+	PersonRebound *PersonRebound `protobuf:"bytes,40,opt,name=person_rebound,json=personRebound,oneof"`
+}
+
+type Event_PersonSessionsRevoked struct {
+	PersonSessionsRevoked *PersonSessionsRevoked `protobuf:"bytes,41,opt,name=person_sessions_revoked,json=personSessionsRevoked,oneof"`
+}
+
 type Event_ClientFirstUsed struct {
 	// Identity state, clients (alp/v1/identity.proto), continued.
 	ClientFirstUsed *ClientFirstUsed `protobuf:"bytes,42,opt,name=client_first_used,json=clientFirstUsed,oneof"`
@@ -838,6 +867,10 @@ func (*Event_SealedSecretCreated) isEvent_Body() {}
 func (*Event_IdpTokenStored) isEvent_Body() {}
 
 func (*Event_LedgerEntryAppended) isEvent_Body() {}
+
+func (*Event_PersonRebound) isEvent_Body() {}
+
+func (*Event_PersonSessionsRevoked) isEvent_Body() {}
 
 func (*Event_ClientFirstUsed) isEvent_Body() {}
 
@@ -1431,7 +1464,7 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x05actor\x18\x06 \x01(\v2\r.alp.v1.ActorR\x05actor\x12\x16\n" +
 	"\x06tenant\x18\a \x01(\tR\x06tenant\x121\n" +
 	"\rproducer_role\x18\b \x01(\x0e2\f.alp.v1.RoleR\fproducerRole\x126\n" +
-	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xc2\v\n" +
+	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xdb\f\n" +
 	"\x05Event\x12+\n" +
 	"\x06header\x18\x01 \x01(\v2\x13.alp.v1.EventHeaderR\x06header\x12>\n" +
 	"\x0esend_requested\x18\n" +
@@ -1451,7 +1484,9 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x1dpersonal_access_token_revoked\x18\x17 \x01(\v2\".alp.v1.PersonalAccessTokenRevokedH\x00R\x1apersonalAccessTokenRevoked\x12Q\n" +
 	"\x15sealed_secret_created\x18\x18 \x01(\v2\x1b.alp.v1.SealedSecretCreatedH\x00R\x13sealedSecretCreated\x12B\n" +
 	"\x10idp_token_stored\x18\x19 \x01(\v2\x16.alp.v1.IdpTokenStoredH\x00R\x0eidpTokenStored\x12Q\n" +
-	"\x15ledger_entry_appended\x18\x1a \x01(\v2\x1b.alp.v1.LedgerEntryAppendedH\x00R\x13ledgerEntryAppended\x12E\n" +
+	"\x15ledger_entry_appended\x18\x1a \x01(\v2\x1b.alp.v1.LedgerEntryAppendedH\x00R\x13ledgerEntryAppended\x12>\n" +
+	"\x0eperson_rebound\x18( \x01(\v2\x15.alp.v1.PersonReboundH\x00R\rpersonRebound\x12W\n" +
+	"\x17person_sessions_revoked\x18) \x01(\v2\x1d.alp.v1.PersonSessionsRevokedH\x00R\x15personSessionsRevoked\x12E\n" +
 	"\x11client_first_used\x18* \x01(\v2\x17.alp.v1.ClientFirstUsedH\x00R\x0fclientFirstUsed\x12T\n" +
 	"\x16dynamic_client_expired\x18+ \x01(\v2\x1c.alp.v1.DynamicClientExpiredH\x00R\x14dynamicClientExpiredB\x06\n" +
 	"\x04body\"\x90\x01\n" +
@@ -1575,10 +1610,12 @@ var file_alp_v1_events_proto_goTypes = []any{
 	(*PersonAgentsRevoked)(nil),        // 24: alp.v1.PersonAgentsRevoked
 	(*PersonalAccessTokenIssued)(nil),  // 25: alp.v1.PersonalAccessTokenIssued
 	(*PersonalAccessTokenRevoked)(nil), // 26: alp.v1.PersonalAccessTokenRevoked
-	(*ClientFirstUsed)(nil),            // 27: alp.v1.ClientFirstUsed
-	(*DynamicClientExpired)(nil),       // 28: alp.v1.DynamicClientExpired
-	(*Envelope)(nil),                   // 29: alp.v1.Envelope
-	(*SealedBody)(nil),                 // 30: alp.v1.SealedBody
+	(*PersonRebound)(nil),              // 27: alp.v1.PersonRebound
+	(*PersonSessionsRevoked)(nil),      // 28: alp.v1.PersonSessionsRevoked
+	(*ClientFirstUsed)(nil),            // 29: alp.v1.ClientFirstUsed
+	(*DynamicClientExpired)(nil),       // 30: alp.v1.DynamicClientExpired
+	(*Envelope)(nil),                   // 31: alp.v1.Envelope
+	(*SealedBody)(nil),                 // 32: alp.v1.SealedBody
 }
 var file_alp_v1_events_proto_depIdxs = []int32{
 	1,  // 0: alp.v1.Actor.kind:type_name -> alp.v1.ActorKind
@@ -1603,23 +1640,25 @@ var file_alp_v1_events_proto_depIdxs = []int32{
 	13, // 19: alp.v1.Event.sealed_secret_created:type_name -> alp.v1.SealedSecretCreated
 	14, // 20: alp.v1.Event.idp_token_stored:type_name -> alp.v1.IdpTokenStored
 	15, // 21: alp.v1.Event.ledger_entry_appended:type_name -> alp.v1.LedgerEntryAppended
-	27, // 22: alp.v1.Event.client_first_used:type_name -> alp.v1.ClientFirstUsed
-	28, // 23: alp.v1.Event.dynamic_client_expired:type_name -> alp.v1.DynamicClientExpired
-	29, // 24: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
-	29, // 25: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
-	2,  // 26: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
-	9,  // 27: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
-	3,  // 28: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
-	4,  // 29: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
-	16, // 30: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
-	16, // 31: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
-	3,  // 32: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
-	30, // 33: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	27, // 22: alp.v1.Event.person_rebound:type_name -> alp.v1.PersonRebound
+	28, // 23: alp.v1.Event.person_sessions_revoked:type_name -> alp.v1.PersonSessionsRevoked
+	29, // 24: alp.v1.Event.client_first_used:type_name -> alp.v1.ClientFirstUsed
+	30, // 25: alp.v1.Event.dynamic_client_expired:type_name -> alp.v1.DynamicClientExpired
+	31, // 26: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
+	31, // 27: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
+	2,  // 28: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
+	9,  // 29: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
+	3,  // 30: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
+	4,  // 31: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
+	16, // 32: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
+	16, // 33: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
+	3,  // 34: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
+	32, // 35: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_alp_v1_events_proto_init() }
@@ -1647,6 +1686,8 @@ func file_alp_v1_events_proto_init() {
 		(*Event_SealedSecretCreated)(nil),
 		(*Event_IdpTokenStored)(nil),
 		(*Event_LedgerEntryAppended)(nil),
+		(*Event_PersonRebound)(nil),
+		(*Event_PersonSessionsRevoked)(nil),
 		(*Event_ClientFirstUsed)(nil),
 		(*Event_DynamicClientExpired)(nil),
 	}

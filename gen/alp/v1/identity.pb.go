@@ -141,17 +141,18 @@ func (TrustClass) EnumDescriptor() ([]byte, []int) {
 	return file_alp_v1_identity_proto_rawDescGZIP(), []int{1}
 }
 
-// PersonBound: an IdP account (issuer, subject) was bound to a new person.
+// PersonBound: a new person was bound to an IdP account. The account and
+// the address are in the person map, not here; issuer, subject and address
+// are set only in events of earlier versions (on idp.<hash> subjects).
 type PersonBound struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Tenant string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
 	// Opaque random id of the person; never derived from an address.
 	PersonId string `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
-	// OpenID issuer and subject of the IdP account.
+	// Earlier versions only: OpenID issuer and subject of the IdP account.
 	Issuer  string `protobuf:"bytes,3,opt,name=issuer" json:"issuer,omitempty"`
 	Subject string `protobuf:"bytes,4,opt,name=subject" json:"subject,omitempty"`
-	// Address (person@domain), from the directory or a verified immutable
-	// claim: the caller decides which.
+	// Earlier versions only: the address (person@domain).
 	Address string `protobuf:"bytes,5,opt,name=address" json:"address,omitempty"`
 	// App roles from the IdP.
 	Roles         []string               `protobuf:"bytes,6,rep,name=roles" json:"roles,omitempty"`
@@ -239,13 +240,15 @@ func (x *PersonBound) GetBound() *timestamppb.Timestamp {
 	return nil
 }
 
-// PersonUpdated: a later sign-in refreshed the person's address or roles.
+// PersonUpdated: the person's roles changed at a sign-in (an address change
+// is recorded in the person map only).
 type PersonUpdated struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
-	PersonId      string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
-	Address       string                 `protobuf:"bytes,3,opt,name=address" json:"address,omitempty"`
-	Roles         []string               `protobuf:"bytes,4,rep,name=roles" json:"roles,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tenant   string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	PersonId string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	// Earlier versions only: the new address.
+	Address       string   `protobuf:"bytes,3,opt,name=address" json:"address,omitempty"`
+	Roles         []string `protobuf:"bytes,4,rep,name=roles" json:"roles,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1112,6 +1115,166 @@ func (x *DynamicClientExpired) GetTtl() *durationpb.Duration {
 	return nil
 }
 
+// PersonRebound: an operator moved the person to another IdP account (an
+// issuer or subject change, e.g. the organization moved to another IdP). The
+// header's actor says who and its time when. No account is named: the
+// issuers are keyed hashes (HMAC-SHA256 under the tenant's lookup key, see
+// internal/personmap), the subjects are not recorded, only whether the
+// subject changed.
+type PersonRebound struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Tenant         string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	PersonId       string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	OldIssuerHmac  []byte                 `protobuf:"bytes,3,opt,name=old_issuer_hmac,json=oldIssuerHmac" json:"old_issuer_hmac,omitempty"`
+	NewIssuerHmac  []byte                 `protobuf:"bytes,4,opt,name=new_issuer_hmac,json=newIssuerHmac" json:"new_issuer_hmac,omitempty"`
+	SubjectChanged bool                   `protobuf:"varint,5,opt,name=subject_changed,json=subjectChanged" json:"subject_changed,omitempty"`
+	Reason         string                 `protobuf:"bytes,6,opt,name=reason" json:"reason,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PersonRebound) Reset() {
+	*x = PersonRebound{}
+	mi := &file_alp_v1_identity_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersonRebound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersonRebound) ProtoMessage() {}
+
+func (x *PersonRebound) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_identity_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersonRebound.ProtoReflect.Descriptor instead.
+func (*PersonRebound) Descriptor() ([]byte, []int) {
+	return file_alp_v1_identity_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PersonRebound) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *PersonRebound) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *PersonRebound) GetOldIssuerHmac() []byte {
+	if x != nil {
+		return x.OldIssuerHmac
+	}
+	return nil
+}
+
+func (x *PersonRebound) GetNewIssuerHmac() []byte {
+	if x != nil {
+		return x.NewIssuerHmac
+	}
+	return nil
+}
+
+func (x *PersonRebound) GetSubjectChanged() bool {
+	if x != nil {
+		return x.SubjectChanged
+	}
+	return false
+}
+
+func (x *PersonRebound) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// PersonSessionsRevoked: every web session of the person issued at or before
+// `before` is void (an operator signed them out everywhere).
+type PersonSessionsRevoked struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	PersonId      string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason" json:"reason,omitempty"`
+	Before        *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=before" json:"before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersonSessionsRevoked) Reset() {
+	*x = PersonSessionsRevoked{}
+	mi := &file_alp_v1_identity_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersonSessionsRevoked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersonSessionsRevoked) ProtoMessage() {}
+
+func (x *PersonSessionsRevoked) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_identity_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersonSessionsRevoked.ProtoReflect.Descriptor instead.
+func (*PersonSessionsRevoked) Descriptor() ([]byte, []int) {
+	return file_alp_v1_identity_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PersonSessionsRevoked) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *PersonSessionsRevoked) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *PersonSessionsRevoked) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PersonSessionsRevoked) GetBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
 var File_alp_v1_identity_proto protoreflect.FileDescriptor
 
 const file_alp_v1_identity_proto_rawDesc = "" +
@@ -1198,7 +1361,19 @@ const file_alp_v1_identity_proto_rawDesc = "" +
 	"\n" +
 	"registered\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"registered\x12+\n" +
-	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl*\x9f\x01\n" +
+	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\xd5\x01\n" +
+	"\rPersonRebound\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12&\n" +
+	"\x0fold_issuer_hmac\x18\x03 \x01(\fR\roldIssuerHmac\x12&\n" +
+	"\x0fnew_issuer_hmac\x18\x04 \x01(\fR\rnewIssuerHmac\x12'\n" +
+	"\x0fsubject_changed\x18\x05 \x01(\bR\x0esubjectChanged\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"\x98\x01\n" +
+	"\x15PersonSessionsRevoked\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x122\n" +
+	"\x06before\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06before*\x9f\x01\n" +
 	"\n" +
 	"ClientKind\x12\x1b\n" +
 	"\x17CLIENT_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
@@ -1227,7 +1402,7 @@ func file_alp_v1_identity_proto_rawDescGZIP() []byte {
 }
 
 var file_alp_v1_identity_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_alp_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_alp_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_alp_v1_identity_proto_goTypes = []any{
 	(ClientKind)(0),                    // 0: alp.v1.ClientKind
 	(TrustClass)(0),                    // 1: alp.v1.TrustClass
@@ -1243,24 +1418,27 @@ var file_alp_v1_identity_proto_goTypes = []any{
 	(*PersonalAccessTokenRevoked)(nil), // 11: alp.v1.PersonalAccessTokenRevoked
 	(*ClientFirstUsed)(nil),            // 12: alp.v1.ClientFirstUsed
 	(*DynamicClientExpired)(nil),       // 13: alp.v1.DynamicClientExpired
-	(*timestamppb.Timestamp)(nil),      // 14: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 15: google.protobuf.Duration
+	(*PersonRebound)(nil),              // 14: alp.v1.PersonRebound
+	(*PersonSessionsRevoked)(nil),      // 15: alp.v1.PersonSessionsRevoked
+	(*timestamppb.Timestamp)(nil),      // 16: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 17: google.protobuf.Duration
 }
 var file_alp_v1_identity_proto_depIdxs = []int32{
-	14, // 0: alp.v1.PersonBound.bound:type_name -> google.protobuf.Timestamp
+	16, // 0: alp.v1.PersonBound.bound:type_name -> google.protobuf.Timestamp
 	0,  // 1: alp.v1.ClientRegistered.kind:type_name -> alp.v1.ClientKind
 	1,  // 2: alp.v1.GrantIssued.class:type_name -> alp.v1.TrustClass
-	14, // 3: alp.v1.GrantIssued.issued:type_name -> google.protobuf.Timestamp
-	14, // 4: alp.v1.PersonAgentsRevoked.before:type_name -> google.protobuf.Timestamp
-	14, // 5: alp.v1.PersonalAccessTokenIssued.expires:type_name -> google.protobuf.Timestamp
-	14, // 6: alp.v1.ClientFirstUsed.used:type_name -> google.protobuf.Timestamp
-	14, // 7: alp.v1.DynamicClientExpired.registered:type_name -> google.protobuf.Timestamp
-	15, // 8: alp.v1.DynamicClientExpired.ttl:type_name -> google.protobuf.Duration
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	16, // 3: alp.v1.GrantIssued.issued:type_name -> google.protobuf.Timestamp
+	16, // 4: alp.v1.PersonAgentsRevoked.before:type_name -> google.protobuf.Timestamp
+	16, // 5: alp.v1.PersonalAccessTokenIssued.expires:type_name -> google.protobuf.Timestamp
+	16, // 6: alp.v1.ClientFirstUsed.used:type_name -> google.protobuf.Timestamp
+	16, // 7: alp.v1.DynamicClientExpired.registered:type_name -> google.protobuf.Timestamp
+	17, // 8: alp.v1.DynamicClientExpired.ttl:type_name -> google.protobuf.Duration
+	16, // 9: alp.v1.PersonSessionsRevoked.before:type_name -> google.protobuf.Timestamp
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_alp_v1_identity_proto_init() }
@@ -1274,7 +1452,7 @@ func file_alp_v1_identity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_v1_identity_proto_rawDesc), len(file_alp_v1_identity_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -291,6 +291,234 @@ func (*ErasePersonResponse) Descriptor() ([]byte, []int) {
 	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{3}
 }
 
+type RebindPersonRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tenant string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	// The person, by opaque id or by address (exactly one).
+	PersonId string `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	Address  string `protobuf:"bytes,3,opt,name=address" json:"address,omitempty"`
+	// The IdP account the person signs in with from now on.
+	Issuer  string `protobuf:"bytes,4,opt,name=issuer" json:"issuer,omitempty"`
+	Subject string `protobuf:"bytes,5,opt,name=subject" json:"subject,omitempty"`
+	// Why (recorded in the audit event).
+	Reason        string `protobuf:"bytes,6,opt,name=reason" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebindPersonRequest) Reset() {
+	*x = RebindPersonRequest{}
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebindPersonRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebindPersonRequest) ProtoMessage() {}
+
+func (x *RebindPersonRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebindPersonRequest.ProtoReflect.Descriptor instead.
+func (*RebindPersonRequest) Descriptor() ([]byte, []int) {
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RebindPersonRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *RebindPersonRequest) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *RebindPersonRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *RebindPersonRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *RebindPersonRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *RebindPersonRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type RebindPersonResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PersonId      string                 `protobuf:"bytes,1,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebindPersonResponse) Reset() {
+	*x = RebindPersonResponse{}
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebindPersonResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebindPersonResponse) ProtoMessage() {}
+
+func (x *RebindPersonResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebindPersonResponse.ProtoReflect.Descriptor instead.
+func (*RebindPersonResponse) Descriptor() ([]byte, []int) {
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RebindPersonResponse) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+type RevokePersonSessionsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tenant string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	// Opaque person id.
+	PersonId      string `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	Reason        string `protobuf:"bytes,3,opt,name=reason" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokePersonSessionsRequest) Reset() {
+	*x = RevokePersonSessionsRequest{}
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokePersonSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokePersonSessionsRequest) ProtoMessage() {}
+
+func (x *RevokePersonSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokePersonSessionsRequest.ProtoReflect.Descriptor instead.
+func (*RevokePersonSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RevokePersonSessionsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *RevokePersonSessionsRequest) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *RevokePersonSessionsRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type RevokePersonSessionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokePersonSessionsResponse) Reset() {
+	*x = RevokePersonSessionsResponse{}
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokePersonSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokePersonSessionsResponse) ProtoMessage() {}
+
+func (x *RevokePersonSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokePersonSessionsResponse.ProtoReflect.Descriptor instead.
+func (*RevokePersonSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{7}
+}
+
 type PingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Envelope      *v1.Envelope           `protobuf:"bytes,1,opt,name=envelope" json:"envelope,omitempty"`
@@ -300,7 +528,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[4]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +540,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[4]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +553,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{4}
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PingRequest) GetEnvelope() *v1.Envelope {
@@ -346,7 +574,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[5]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +586,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_identity_v1_identity_proto_msgTypes[5]
+	mi := &file_alp_identity_v1_identity_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +599,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{5}
+	return file_alp_identity_v1_identity_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PingResponse) GetEnvelope() *v1.Envelope {
@@ -421,18 +649,34 @@ const file_alp_identity_v1_identity_proto_rawDesc = "" +
 	"\x12ErasePersonRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
 	"\tperson_id\x18\x02 \x01(\tR\bpersonId\"\x15\n" +
-	"\x13ErasePersonResponse\";\n" +
+	"\x13ErasePersonResponse\"\xae\x01\n" +
+	"\x13RebindPersonRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x16\n" +
+	"\x06issuer\x18\x04 \x01(\tR\x06issuer\x12\x18\n" +
+	"\asubject\x18\x05 \x01(\tR\asubject\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"3\n" +
+	"\x14RebindPersonResponse\x12\x1b\n" +
+	"\tperson_id\x18\x01 \x01(\tR\bpersonId\"j\n" +
+	"\x1bRevokePersonSessionsRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x1e\n" +
+	"\x1cRevokePersonSessionsResponse\";\n" +
 	"\vPingRequest\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\"l\n" +
 	"\fPingResponse\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x14\n" +
-	"\x05ready\x18\x03 \x01(\bR\x05ready2\x87\x02\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready2\xd9\x03\n" +
 	"\x0fIdentityService\x12C\n" +
 	"\x04Ping\x12\x1c.alp.identity.v1.PingRequest\x1a\x1d.alp.identity.v1.PingResponse\x12X\n" +
 	"\vErasePerson\x12#.alp.identity.v1.ErasePersonRequest\x1a$.alp.identity.v1.ErasePersonResponse\x12U\n" +
 	"\n" +
-	"Introspect\x12\".alp.identity.v1.IntrospectRequest\x1a#.alp.identity.v1.IntrospectResponseB\xc4\x01\n" +
+	"Introspect\x12\".alp.identity.v1.IntrospectRequest\x1a#.alp.identity.v1.IntrospectResponse\x12[\n" +
+	"\fRebindPerson\x12$.alp.identity.v1.RebindPersonRequest\x1a%.alp.identity.v1.RebindPersonResponse\x12s\n" +
+	"\x14RevokePersonSessions\x12,.alp.identity.v1.RevokePersonSessionsRequest\x1a-.alp.identity.v1.RevokePersonSessionsResponseB\xc4\x01\n" +
 	"\x13com.alp.identity.v1B\rIdentityProtoP\x01Z;github.com/alpd-project/alpd/gen/alp/identity/v1;identityv1\xa2\x02\x03AIX\xaa\x02\x0fAlp.Identity.V1\xca\x02\x0fAlp\\Identity\\V1\xe2\x02\x1bAlp\\Identity\\V1\\GPBMetadata\xea\x02\x11Alp::Identity::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
 var (
@@ -447,32 +691,40 @@ func file_alp_identity_v1_identity_proto_rawDescGZIP() []byte {
 	return file_alp_identity_v1_identity_proto_rawDescData
 }
 
-var file_alp_identity_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_alp_identity_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_alp_identity_v1_identity_proto_goTypes = []any{
-	(*IntrospectRequest)(nil),     // 0: alp.identity.v1.IntrospectRequest
-	(*IntrospectResponse)(nil),    // 1: alp.identity.v1.IntrospectResponse
-	(*ErasePersonRequest)(nil),    // 2: alp.identity.v1.ErasePersonRequest
-	(*ErasePersonResponse)(nil),   // 3: alp.identity.v1.ErasePersonResponse
-	(*PingRequest)(nil),           // 4: alp.identity.v1.PingRequest
-	(*PingResponse)(nil),          // 5: alp.identity.v1.PingResponse
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
-	(*v1.Envelope)(nil),           // 7: alp.v1.Envelope
+	(*IntrospectRequest)(nil),            // 0: alp.identity.v1.IntrospectRequest
+	(*IntrospectResponse)(nil),           // 1: alp.identity.v1.IntrospectResponse
+	(*ErasePersonRequest)(nil),           // 2: alp.identity.v1.ErasePersonRequest
+	(*ErasePersonResponse)(nil),          // 3: alp.identity.v1.ErasePersonResponse
+	(*RebindPersonRequest)(nil),          // 4: alp.identity.v1.RebindPersonRequest
+	(*RebindPersonResponse)(nil),         // 5: alp.identity.v1.RebindPersonResponse
+	(*RevokePersonSessionsRequest)(nil),  // 6: alp.identity.v1.RevokePersonSessionsRequest
+	(*RevokePersonSessionsResponse)(nil), // 7: alp.identity.v1.RevokePersonSessionsResponse
+	(*PingRequest)(nil),                  // 8: alp.identity.v1.PingRequest
+	(*PingResponse)(nil),                 // 9: alp.identity.v1.PingResponse
+	(*timestamppb.Timestamp)(nil),        // 10: google.protobuf.Timestamp
+	(*v1.Envelope)(nil),                  // 11: alp.v1.Envelope
 }
 var file_alp_identity_v1_identity_proto_depIdxs = []int32{
-	6, // 0: alp.identity.v1.IntrospectResponse.expires:type_name -> google.protobuf.Timestamp
-	7, // 1: alp.identity.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
-	7, // 2: alp.identity.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
-	4, // 3: alp.identity.v1.IdentityService.Ping:input_type -> alp.identity.v1.PingRequest
-	2, // 4: alp.identity.v1.IdentityService.ErasePerson:input_type -> alp.identity.v1.ErasePersonRequest
-	0, // 5: alp.identity.v1.IdentityService.Introspect:input_type -> alp.identity.v1.IntrospectRequest
-	5, // 6: alp.identity.v1.IdentityService.Ping:output_type -> alp.identity.v1.PingResponse
-	3, // 7: alp.identity.v1.IdentityService.ErasePerson:output_type -> alp.identity.v1.ErasePersonResponse
-	1, // 8: alp.identity.v1.IdentityService.Introspect:output_type -> alp.identity.v1.IntrospectResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	10, // 0: alp.identity.v1.IntrospectResponse.expires:type_name -> google.protobuf.Timestamp
+	11, // 1: alp.identity.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
+	11, // 2: alp.identity.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
+	8,  // 3: alp.identity.v1.IdentityService.Ping:input_type -> alp.identity.v1.PingRequest
+	2,  // 4: alp.identity.v1.IdentityService.ErasePerson:input_type -> alp.identity.v1.ErasePersonRequest
+	0,  // 5: alp.identity.v1.IdentityService.Introspect:input_type -> alp.identity.v1.IntrospectRequest
+	4,  // 6: alp.identity.v1.IdentityService.RebindPerson:input_type -> alp.identity.v1.RebindPersonRequest
+	6,  // 7: alp.identity.v1.IdentityService.RevokePersonSessions:input_type -> alp.identity.v1.RevokePersonSessionsRequest
+	9,  // 8: alp.identity.v1.IdentityService.Ping:output_type -> alp.identity.v1.PingResponse
+	3,  // 9: alp.identity.v1.IdentityService.ErasePerson:output_type -> alp.identity.v1.ErasePersonResponse
+	1,  // 10: alp.identity.v1.IdentityService.Introspect:output_type -> alp.identity.v1.IntrospectResponse
+	5,  // 11: alp.identity.v1.IdentityService.RebindPerson:output_type -> alp.identity.v1.RebindPersonResponse
+	7,  // 12: alp.identity.v1.IdentityService.RevokePersonSessions:output_type -> alp.identity.v1.RevokePersonSessionsResponse
+	8,  // [8:13] is the sub-list for method output_type
+	3,  // [3:8] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_alp_identity_v1_identity_proto_init() }
@@ -486,7 +738,7 @@ func file_alp_identity_v1_identity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_identity_v1_identity_proto_rawDesc), len(file_alp_identity_v1_identity_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

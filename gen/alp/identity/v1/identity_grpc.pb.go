@@ -19,9 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	IdentityService_Ping_FullMethodName        = "/alp.identity.v1.IdentityService/Ping"
-	IdentityService_ErasePerson_FullMethodName = "/alp.identity.v1.IdentityService/ErasePerson"
-	IdentityService_Introspect_FullMethodName  = "/alp.identity.v1.IdentityService/Introspect"
+	IdentityService_Ping_FullMethodName                 = "/alp.identity.v1.IdentityService/Ping"
+	IdentityService_ErasePerson_FullMethodName          = "/alp.identity.v1.IdentityService/ErasePerson"
+	IdentityService_Introspect_FullMethodName           = "/alp.identity.v1.IdentityService/Introspect"
+	IdentityService_RebindPerson_FullMethodName         = "/alp.identity.v1.IdentityService/RebindPerson"
+	IdentityService_RevokePersonSessions_FullMethodName = "/alp.identity.v1.IdentityService/RevokePersonSessions"
 )
 
 // IdentityServiceClient is the client API for IdentityService service.
@@ -42,6 +44,14 @@ type IdentityServiceClient interface {
 	// revocation) and says whose it is. Ingress and approvals only; ingress
 	// normally verifies locally and uses this as the fallback.
 	Introspect(ctx context.Context, in *IntrospectRequest, opts ...grpc.CallOption) (*IntrospectResponse, error)
+	// RebindPerson moves a person (named by person id or address) to another
+	// IdP account (issuer and subject): the explicit, audited answer to an IdP
+	// whose issuer or subjects changed, since a sign-in never rebinds an
+	// address that belongs to another account. Operators only.
+	RebindPerson(ctx context.Context, in *RebindPersonRequest, opts ...grpc.CallOption) (*RebindPersonResponse, error)
+	// RevokePersonSessions voids every web session of a person (signs them
+	// out everywhere), recorded on the identity stream. Operators only.
+	RevokePersonSessions(ctx context.Context, in *RevokePersonSessionsRequest, opts ...grpc.CallOption) (*RevokePersonSessionsResponse, error)
 }
 
 type identityServiceClient struct {
@@ -82,6 +92,26 @@ func (c *identityServiceClient) Introspect(ctx context.Context, in *IntrospectRe
 	return out, nil
 }
 
+func (c *identityServiceClient) RebindPerson(ctx context.Context, in *RebindPersonRequest, opts ...grpc.CallOption) (*RebindPersonResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RebindPersonResponse)
+	err := c.cc.Invoke(ctx, IdentityService_RebindPerson_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *identityServiceClient) RevokePersonSessions(ctx context.Context, in *RevokePersonSessionsRequest, opts ...grpc.CallOption) (*RevokePersonSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokePersonSessionsResponse)
+	err := c.cc.Invoke(ctx, IdentityService_RevokePersonSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IdentityServiceServer is the server API for IdentityService service.
 // All implementations must embed UnimplementedIdentityServiceServer
 // for forward compatibility.
@@ -100,6 +130,14 @@ type IdentityServiceServer interface {
 	// revocation) and says whose it is. Ingress and approvals only; ingress
 	// normally verifies locally and uses this as the fallback.
 	Introspect(context.Context, *IntrospectRequest) (*IntrospectResponse, error)
+	// RebindPerson moves a person (named by person id or address) to another
+	// IdP account (issuer and subject): the explicit, audited answer to an IdP
+	// whose issuer or subjects changed, since a sign-in never rebinds an
+	// address that belongs to another account. Operators only.
+	RebindPerson(context.Context, *RebindPersonRequest) (*RebindPersonResponse, error)
+	// RevokePersonSessions voids every web session of a person (signs them
+	// out everywhere), recorded on the identity stream. Operators only.
+	RevokePersonSessions(context.Context, *RevokePersonSessionsRequest) (*RevokePersonSessionsResponse, error)
 	mustEmbedUnimplementedIdentityServiceServer()
 }
 
@@ -118,6 +156,12 @@ func (UnimplementedIdentityServiceServer) ErasePerson(context.Context, *ErasePer
 }
 func (UnimplementedIdentityServiceServer) Introspect(context.Context, *IntrospectRequest) (*IntrospectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Introspect not implemented")
+}
+func (UnimplementedIdentityServiceServer) RebindPerson(context.Context, *RebindPersonRequest) (*RebindPersonResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RebindPerson not implemented")
+}
+func (UnimplementedIdentityServiceServer) RevokePersonSessions(context.Context, *RevokePersonSessionsRequest) (*RevokePersonSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokePersonSessions not implemented")
 }
 func (UnimplementedIdentityServiceServer) mustEmbedUnimplementedIdentityServiceServer() {}
 func (UnimplementedIdentityServiceServer) testEmbeddedByValue()                         {}
@@ -194,6 +238,42 @@ func _IdentityService_Introspect_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IdentityService_RebindPerson_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebindPersonRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdentityServiceServer).RebindPerson(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdentityService_RebindPerson_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdentityServiceServer).RebindPerson(ctx, req.(*RebindPersonRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IdentityService_RevokePersonSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokePersonSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdentityServiceServer).RevokePersonSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdentityService_RevokePersonSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdentityServiceServer).RevokePersonSessions(ctx, req.(*RevokePersonSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IdentityService_ServiceDesc is the grpc.ServiceDesc for IdentityService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -212,6 +292,14 @@ var IdentityService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Introspect",
 			Handler:    _IdentityService_Introspect_Handler,
+		},
+		{
+			MethodName: "RebindPerson",
+			Handler:    _IdentityService_RebindPerson_Handler,
+		},
+		{
+			MethodName: "RevokePersonSessions",
+			Handler:    _IdentityService_RevokePersonSessions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
