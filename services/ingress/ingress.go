@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -160,6 +161,15 @@ var ErrInvalid = errors.New("ingress: invalid submission")
 // agent already used for a message to another recipient or of another type.
 var ErrIdempotencyKeyReused = errors.New("ingress: idempotency key already used for another message")
 
+// ErrTooLarge marks a submission whose event would not fit in one NATS
+// message. It can never be stored, so it is not worth a retry.
+var ErrTooLarge = errors.New("ingress: envelope too large")
+
+// payloadHeadroom is kept free under the NATS payload limit: the message
+// headers take a few hundred bytes, and later hops add to the envelope
+// (trace entries, policy's decision with its reasons) and must still fit.
+const payloadHeadroom = 16 << 10
+
 // envelopeNamespace scopes derived envelope ids.
 var envelopeNamespace = uuid.MustParse("6f1d3c2a-4b5e-4f60-8a7b-9c0d1e2f3a4b")
 
@@ -257,7 +267,14 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 	ev.Body = &alpv1.Event_SendRequested{SendRequested: &alpv1.SendRequested{
 		Envelope: env, IdempotencyKey: sub.IdempotencyKey, SenderPersonId: snd.PersonID,
 	}}
+	if err := s.checkSize(snd, ev); err != nil {
+		return Accepted{}, err
+	}
 	if _, err := s.Bus.Append(ctx, subject, 0, ev); err != nil {
+		if errors.Is(err, nats.ErrMaxPayload) {
+			// The server's limit is lower than the one checkSize read.
+			return Accepted{}, s.tooLarge(snd, ev, proto.Size(ev), 0)
+		}
 		if errors.Is(err, bus.ErrConflict) {
 			// A concurrent retry with the same key won the race.
 			dup, err := s.earlier(ctx, subject, env)
@@ -266,6 +283,32 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 		return Accepted{}, err
 	}
 	return Accepted{EnvelopeID: env.Id}, nil
+}
+
+// checkSize refuses an event that would not fit in one NATS message with
+// the headroom later hops need. Canonical JSON can be much longer than what
+// the agent sent (numbers are written out), so only the built event tells.
+func (s *Service) checkSize(snd Sender, ev *alpv1.Event) error {
+	limit := int(s.Bus.Conn().MaxPayload()) - payloadHeadroom
+	if limit <= 0 {
+		return nil // not connected yet: the publish will say so
+	}
+	if n := proto.Size(ev); n > limit {
+		return s.tooLarge(snd, ev, n, limit)
+	}
+	return nil
+}
+
+// tooLarge logs the refusal (who and how big, never what) and returns the
+// error for the agent.
+func (s *Service) tooLarge(snd Sender, ev *alpv1.Event, size, limit int) error {
+	s.Logger.Warn("ingress: envelope too large for the bus; refused",
+		"tenant", snd.Tenant, "person", snd.PersonID, "agent", snd.AgentID,
+		"envelope", ev.GetSendRequested().GetEnvelope().GetId(), "bytes", size, "limit", limit)
+	if limit <= 0 {
+		return fmt.Errorf("%w: the stored envelope would be %d bytes, over the message bus's payload limit", ErrTooLarge, size)
+	}
+	return fmt.Errorf("%w: the stored envelope would be %d bytes, over the limit of %d; send a smaller body or fewer parts", ErrTooLarge, size, limit)
 }
 
 // earlier reports whether the envelope's subject already holds its

@@ -88,6 +88,8 @@ func classify(err error) *apiError {
 		return &apiError{Status: http.StatusBadRequest, Code: "nmp_" + me.Code, Message: "NMP header: " + me.Message, Pointer: "/submessages/nmp"}
 	case errors.Is(err, ingress.ErrIdempotencyKeyReused):
 		return newError(http.StatusUnprocessableEntity, "idempotency_key_reused", "%v", err)
+	case errors.Is(err, ingress.ErrTooLarge):
+		return newError(http.StatusRequestEntityTooLarge, "envelope_too_large", "%v", err)
 	case errors.Is(err, ingress.ErrInvalid):
 		return newError(http.StatusBadRequest, "invalid_alp_message", "%v", err)
 	}

@@ -2,6 +2,7 @@ package nlipapi_test
 
 import (
 	"bytes"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -301,5 +302,41 @@ func TestCBOROverHTTP(t *testing.T) {
 	resp, reply := r.post(t, "/nlip/", r.token, "application/cbor", data)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/cbor" || result(t, reply)["outcome"] != "refuse" {
 		t.Errorf("%d %s %+v", resp.StatusCode, resp.Header.Get("Content-Type"), reply)
+	}
+}
+
+// TestEnvelopeTooLargeForNATSIsRefused: a message under the NLIP size limit
+// whose stored event would not fit in one NATS message can never be
+// stored, so it is refused with 413 envelope_too_large (not 503 "retry"),
+// and logged without its content (issue 10, finding 8).
+func TestEnvelopeTooLargeForNATSIsRefused(t *testing.T) {
+	logs := &logBuffer{}
+	r := newRig(t, rigOptions{log: slog.New(slog.NewJSONHandler(logs, nil))})
+	// 1e20 is 4 characters as sent and 21 in canonical JSON (RFC 8785 writes
+	// numbers out), so ~220 KB grows to ~950 KB per content value, each
+	// under the content limit; two of them exceed NATS's 1 MiB.
+	numbers := strings.Repeat("1e20,", 45000) + "1"
+	body := []byte(`{"messagetype":"alp:meeting.request/v1","format":"text","subformat":"english","content":"hi","submessages":[` +
+		`{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"},` +
+		`{"label":"alp.body","format":"structured","subformat":"json","content":{"title":"secret-title-4711","n":[` + numbers + `]}},` +
+		`{"label":"bulk","format":"structured","subformat":"json","content":[` + numbers + `]}]}`)
+	if len(body) >= 1<<20 {
+		t.Fatalf("the request is %d bytes: it must be under the NLIP limit", len(body))
+	}
+	before := r.sendCount(t)
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", body, "Idempotency-Key", "big-1")
+	if e := apiError(t, reply); resp.StatusCode != http.StatusRequestEntityTooLarge || e["code"] != "envelope_too_large" ||
+		resp.Header.Get("Retry-After") != "" || strings.Contains(e["message"].(string), "retry") {
+		t.Fatalf("%d %v (Retry-After %q), want 413 envelope_too_large without retry advice", resp.StatusCode, e, resp.Header.Get("Retry-After"))
+	}
+	if n := r.sendCount(t); n != before {
+		t.Errorf("%d events stored", n-before)
+	}
+	log := logs.String()
+	if !strings.Contains(log, "envelope too large") || !strings.Contains(log, `"agent":"agent-1"`) || !strings.Contains(log, `"tenant":"example.org"`) {
+		t.Errorf("no warning naming the agent and tenant was logged:\n%.2000s", log)
+	}
+	if strings.Contains(log, "secret-title-4711") || strings.Contains(log, "100000000000000000000") {
+		t.Error("the log holds the message's content")
 	}
 }
