@@ -27,6 +27,7 @@ import (
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
 )
@@ -152,6 +153,11 @@ type Submission struct {
 	// for less, e.g. in its NMP header); unspecified leaves it.
 	TrustCap       nmpv1.TrustLevel
 	TrustCapReason string
+	// AgentNMP is the NMP header the agent sent, if any. It is merged
+	// (nmp.Apply with the rules in NMP) after the ingress hop, so the
+	// agent's trace entries follow the ingress entry (docs/nmp.md).
+	AgentNMP *nmp.AgentHeader
+	NMP      nmp.Config
 }
 
 // ErrInvalid marks a submission the agent must fix.
@@ -258,6 +264,11 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 		return Accepted{}, err
 	}
 	hop.End(env)
+	if sub.AgentNMP != nil {
+		// What Apply ignores the binding already told the agent.
+		h, _ := nmp.Apply(envelope.NMP(env), sub.AgentNMP, sub.NMP)
+		envelope.SetNMP(env, h)
+	}
 
 	ev := s.NewEvent("send_requested", snd.Tenant, nil, env.Id,
 		&alpv1.Actor{Kind: alpv1.ActorKind_ACTOR_KIND_AGENT, Id: snd.AgentID})

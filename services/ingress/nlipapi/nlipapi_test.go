@@ -12,6 +12,7 @@ import (
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/nlip"
+	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
 
@@ -338,5 +339,34 @@ func TestEnvelopeTooLargeForNATSIsRefused(t *testing.T) {
 	}
 	if strings.Contains(log, "secret-title-4711") || strings.Contains(log, "100000000000000000000") {
 		t.Error("the log holds the message's content")
+	}
+}
+
+// TestAgentNMPTraceTextStaysOffTheStreams: the agent and action strings of
+// an agent's NMP trace are its own free text, which must not go onto the
+// streams in the clear (NMP headers are never sealed, so they would outlive
+// erasure); and the agent's entries follow ingress's own (issue 10,
+// finding 7).
+func TestAgentNMPTraceTextStaysOffTheStreams(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	part := `{"label":"nmp","format":"structured","subformat":"json","content":{"nmp_message":{"trace":[` +
+		`{"agent":"router-of-ana-private","action":"summarised the diary of ana","tokens":42},{"agent":"planner-x","tokens":8}]}}}`
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example", part))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %+v", resp.StatusCode, reply)
+	}
+	env := r.lastSend(t, result(t, reply)["envelope_id"].(string)).GetSendRequested().GetEnvelope()
+	h := envelope.NMP(env)
+	tr := h.GetTrace()
+	if len(tr) != 3 || tr[0].GetService() != "ingress" ||
+		tr[1].GetService() != nmp.AgentService || tr[1].GetAction() != "" || tr[1].GetTokens() != 42 ||
+		tr[2].GetService() != nmp.AgentService || tr[2].GetTokens() != 8 || h.GetBudget().GetTokensUsed() != 50 {
+		t.Errorf("trace %v, want ingress first, then the agent's two entries without their text", tr)
+	}
+	all := r.streamBytes(t)
+	for _, s := range []string{"router-of-ana-private", "summarised the diary", "planner-x"} {
+		if bytes.Contains(all, []byte(s)) {
+			t.Errorf("%q is on a stream in the clear", s)
+		}
 	}
 }
