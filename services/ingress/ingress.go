@@ -8,6 +8,7 @@ package ingress
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -167,6 +168,17 @@ var ErrInvalid = errors.New("ingress: invalid submission")
 // agent already used for a message to another recipient or of another type.
 var ErrIdempotencyKeyReused = errors.New("ingress: idempotency key already used for another message")
 
+// ErrIdempotencyBodyDiffers marks a submission whose idempotency key the
+// same agent already used for the same recipient and type but another body
+// (or in_reply_to): a retry must repeat the request exactly.
+var ErrIdempotencyBodyDiffers = errors.New("ingress: idempotency key already used for a message with another body")
+
+// Domains of the keyed digests ingress stores (seal.Sealer.Digest).
+const (
+	digestIdempotencyKey = "alpd/ingress/idempotency-key/v1"
+	digestRequest        = "alpd/ingress/request/v1"
+)
+
 // ErrTooLarge marks a submission whose event would not fit in one NATS
 // message. It can never be stored, so it is not worth a retry.
 var ErrTooLarge = errors.New("ingress: envelope too large")
@@ -179,14 +191,44 @@ const payloadHeadroom = 16 << 10
 // envelopeNamespace scopes derived envelope ids.
 var envelopeNamespace = uuid.MustParse("6f1d3c2a-4b5e-4f60-8a7b-9c0d1e2f3a4b")
 
-// EnvelopeID is the id of an envelope: derived from (tenant, agent,
-// idempotency key) when the agent sent a key, so a retry after a timeout is
-// the same envelope; random (UUIDv7) otherwise.
-func EnvelopeID(tenant, agent, key string) string {
+// EnvelopeID is the id of the sender's envelope: derived from the keyed
+// digest of (agent, idempotency key) when the agent sent a key, so a retry
+// after a timeout is the same envelope; random (UUIDv7) otherwise. The
+// digest is keyed by the sender's data key (seal.Sealer.Digest): an id
+// derived from the key alone would let anyone who reads the streams test
+// guesses of a key, and the key itself is never stored.
+func (s *Service) EnvelopeID(ctx context.Context, snd Sender, key string) (string, error) {
 	if key == "" {
-		return uuid.Must(uuid.NewV7()).String()
+		return uuid.Must(uuid.NewV7()).String(), nil
 	}
-	return uuid.NewSHA1(envelopeNamespace, []byte(tenant+"\x00"+agent+"\x00"+key)).String()
+	d, err := s.keyDigest(ctx, snd, key)
+	if err != nil {
+		return "", err
+	}
+	return envelopeIDOf(d), nil
+}
+
+func (s *Service) keyDigest(ctx context.Context, snd Sender, key string) ([]byte, error) {
+	d, err := s.Sealer.Digest(ctx, snd.Tenant, snd.PersonID, digestIdempotencyKey, []byte(snd.AgentID), []byte(key))
+	if err != nil {
+		return nil, fmt.Errorf("ingress: idempotency key digest: %w", err)
+	}
+	return d, nil
+}
+
+func envelopeIDOf(keyDigest []byte) string {
+	return uuid.NewSHA1(envelopeNamespace, keyDigest).String()
+}
+
+// requestDigest is the keyed digest of what a message says, which a retry
+// under the same idempotency key must repeat.
+func (s *Service) requestDigest(ctx context.Context, snd Sender, env *alpv1.Envelope) ([]byte, error) {
+	d, err := s.Sealer.Digest(ctx, snd.Tenant, snd.PersonID, digestRequest,
+		[]byte(env.GetType()), []byte(env.GetTo()), []byte(env.GetInReplyTo()), env.GetBody())
+	if err != nil {
+		return nil, fmt.Errorf("ingress: request digest: %w", err)
+	}
+	return d, nil
 }
 
 // nlipPartsAAD binds sealed NLIP parts to their envelope and keeps them
@@ -229,16 +271,28 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 	case len(env.GetBody()) == 0 || !json.Valid(env.GetBody()):
 		return Accepted{}, fmt.Errorf("%w: body must be a JSON document", ErrInvalid)
 	}
-	env.Id = EnvelopeID(snd.Tenant, snd.AgentID, sub.IdempotencyKey)
-	if sub.IdempotencyKey == "" && sub.EnvelopeID != "" {
+	var keyDigest, reqDigest []byte
+	switch {
+	case sub.IdempotencyKey != "":
+		var err error
+		if keyDigest, err = s.keyDigest(ctx, snd, sub.IdempotencyKey); err != nil {
+			return Accepted{}, err
+		}
+		if reqDigest, err = s.requestDigest(ctx, snd, env); err != nil {
+			return Accepted{}, err
+		}
+		env.Id = envelopeIDOf(keyDigest)
+	case sub.EnvelopeID != "":
 		env.Id = sub.EnvelopeID
+	default:
+		env.Id = uuid.Must(uuid.NewV7()).String()
 	}
 	subject, err := streams.SendSubject(snd.Tenant, snd.PersonID, env.Id)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if sub.IdempotencyKey != "" {
-		if dup, err := s.earlier(ctx, subject, env); dup || err != nil {
+		if dup, err := s.earlier(ctx, subject, env, reqDigest); dup || err != nil {
 			return Accepted{EnvelopeID: env.Id, Duplicate: dup}, err
 		}
 	}
@@ -276,7 +330,8 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 	// same message id and the same seen-set key downstream.
 	ev.Header.EventId = uuid.NewSHA1(envelopeNamespace, []byte("send_requested\x00"+env.Id)).String()
 	ev.Body = &alpv1.Event_SendRequested{SendRequested: &alpv1.SendRequested{
-		Envelope: env, IdempotencyKey: sub.IdempotencyKey, SenderPersonId: snd.PersonID,
+		Envelope: env, SenderPersonId: snd.PersonID,
+		IdempotencyKeyDigest: keyDigest, RequestDigest: reqDigest,
 	}}
 	if err := s.checkSize(snd, ev); err != nil {
 		return Accepted{}, err
@@ -288,7 +343,7 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 		}
 		if errors.Is(err, bus.ErrConflict) {
 			// A concurrent retry with the same key won the race.
-			dup, err := s.earlier(ctx, subject, env)
+			dup, err := s.earlier(ctx, subject, env, reqDigest)
 			return Accepted{EnvelopeID: env.Id, Duplicate: dup}, err
 		}
 		return Accepted{}, err
@@ -323,8 +378,10 @@ func (s *Service) tooLarge(snd Sender, ev *alpv1.Event, size, limit int) error {
 }
 
 // earlier reports whether the envelope's subject already holds its
-// SendRequested, and refuses a reused key for a different message.
-func (s *Service) earlier(ctx context.Context, subject string, env *alpv1.Envelope) (bool, error) {
+// SendRequested, and refuses a reused key for a different message: another
+// recipient or type, or (for events that carry the digest) anything else the
+// request digest covers.
+func (s *Service) earlier(ctx context.Context, subject string, env *alpv1.Envelope, reqDigest []byte) (bool, error) {
 	m, err := s.Bus.LastMessageIn(ctx, streams.Send, subject)
 	if err != nil || m == nil {
 		return false, err
@@ -333,9 +390,13 @@ func (s *Service) earlier(ctx context.Context, subject string, env *alpv1.Envelo
 	if err != nil {
 		return false, fmt.Errorf("ingress: earlier submission of %s: %w", env.GetId(), err)
 	}
-	was := ev.GetSendRequested().GetEnvelope()
+	sr := ev.GetSendRequested()
+	was := sr.GetEnvelope()
 	if was.GetTo() != env.GetTo() || was.GetType() != env.GetType() {
 		return false, fmt.Errorf("%w: it was sent as %s to %s", ErrIdempotencyKeyReused, was.GetType(), was.GetTo())
+	}
+	if d := sr.GetRequestDigest(); len(d) > 0 && !hmac.Equal(d, reqDigest) {
+		return false, fmt.Errorf("%w: a retry must send the same body and in_reply_to as the first request; use a new key for a new message", ErrIdempotencyBodyDiffers)
 	}
 	return true, nil
 }

@@ -814,12 +814,22 @@ func (*Event_LedgerEntryAppended) isEvent_Body() {}
 type SendRequested struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Envelope *Envelope              `protobuf:"bytes,1,opt,name=envelope" json:"envelope,omitempty"`
-	// Idempotency key the agent sent, if any.
+	// Deprecated: the idempotency key in clear, written by earlier versions
+	// only. idempotency_key_digest replaces it.
 	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey" json:"idempotency_key,omitempty"`
 	// Opaque id of the sending person.
 	SenderPersonId string `protobuf:"bytes,3,opt,name=sender_person_id,json=senderPersonId" json:"sender_person_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Keyed digest (HMAC-SHA256 under a key derived from the sender's data
+	// key) of the agent and the idempotency key it sent; empty without a key.
+	// The envelope id derives from it, so neither reveals the key, and both
+	// become unlinkable when the person is erased.
+	IdempotencyKeyDigest []byte `protobuf:"bytes,4,opt,name=idempotency_key_digest,json=idempotencyKeyDigest" json:"idempotency_key_digest,omitempty"`
+	// Keyed digest (same key) of what the message says: type, recipient,
+	// in_reply_to and the canonical body. A retry under the same idempotency
+	// key must match it.
+	RequestDigest []byte `protobuf:"bytes,5,opt,name=request_digest,json=requestDigest" json:"request_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SendRequested) Reset() {
@@ -871,6 +881,20 @@ func (x *SendRequested) GetSenderPersonId() string {
 		return x.SenderPersonId
 	}
 	return ""
+}
+
+func (x *SendRequested) GetIdempotencyKeyDigest() []byte {
+	if x != nil {
+		return x.IdempotencyKeyDigest
+	}
+	return nil
+}
+
+func (x *SendRequested) GetRequestDigest() []byte {
+	if x != nil {
+		return x.RequestDigest
+	}
+	return nil
 }
 
 // Reason explains one decision, naming the party and the rule.
@@ -1420,11 +1444,13 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x15sealed_secret_created\x18\x18 \x01(\v2\x1b.alp.v1.SealedSecretCreatedH\x00R\x13sealedSecretCreated\x12B\n" +
 	"\x10idp_token_stored\x18\x19 \x01(\v2\x16.alp.v1.IdpTokenStoredH\x00R\x0eidpTokenStored\x12Q\n" +
 	"\x15ledger_entry_appended\x18\x1a \x01(\v2\x1b.alp.v1.LedgerEntryAppendedH\x00R\x13ledgerEntryAppendedB\x06\n" +
-	"\x04body\"\x90\x01\n" +
+	"\x04body\"\xed\x01\n" +
 	"\rSendRequested\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12(\n" +
-	"\x10sender_person_id\x18\x03 \x01(\tR\x0esenderPersonId\"b\n" +
+	"\x10sender_person_id\x18\x03 \x01(\tR\x0esenderPersonId\x124\n" +
+	"\x16idempotency_key_digest\x18\x04 \x01(\fR\x14idempotencyKeyDigest\x12%\n" +
+	"\x0erequest_digest\x18\x05 \x01(\fR\rrequestDigest\"b\n" +
 	"\x06Reason\x12\x14\n" +
 	"\x05party\x18\x01 \x01(\tR\x05party\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x14\n" +

@@ -35,6 +35,7 @@ const (
 // Backend is what the bindings need from the ingress service.
 type Backend interface {
 	Authenticator() *agentauth.Authenticator
+	EnvelopeID(ctx context.Context, snd ingress.Sender, idempotencyKey string) (string, error)
 	Accept(ctx context.Context, sub ingress.Submission) (ingress.Accepted, error)
 	Await(tenant, personID, envelopeID string) (*ingress.Waiter, error)
 	Decision(ctx context.Context, tenant, personID, envelopeID string) (*alpv1.Decided, error)

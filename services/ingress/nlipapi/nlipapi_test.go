@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/envelope"
@@ -368,5 +370,59 @@ func TestAgentNMPTraceTextStaysOffTheStreams(t *testing.T) {
 		if bytes.Contains(all, []byte(s)) {
 			t.Errorf("%q is on a stream in the clear", s)
 		}
+	}
+}
+
+// TestIdempotencyKeyStoredOnlyAsKeyedDigest: the agent's idempotency key
+// is not stored, and the envelope id derived from it cannot be recomputed
+// from the key without the sender's data key (issue 10, finding 12).
+func TestIdempotencyKeyStoredOnlyAsKeyedDigest(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	const key = "ik-clear-4711"
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example"), "Idempotency-Key", key)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %+v", resp.StatusCode, reply)
+	}
+	id := result(t, reply)["envelope_id"].(string)
+	sr := r.lastSend(t, id).GetSendRequested()
+	if sr.GetIdempotencyKey() != "" || len(sr.GetIdempotencyKeyDigest()) != 32 || len(sr.GetRequestDigest()) != 32 {
+		t.Errorf("SendRequested key %q, key digest %x, request digest %x: want no key and two 32-byte digests",
+			sr.GetIdempotencyKey(), sr.GetIdempotencyKeyDigest(), sr.GetRequestDigest())
+	}
+	if bytes.Contains(r.streamBytes(t), []byte(key)) {
+		t.Error("the idempotency key is on a stream in the clear")
+	}
+	// The id used to be a plain name-based UUID of (tenant, agent, key).
+	unkeyed := uuid.NewSHA1(uuid.MustParse("6f1d3c2a-4b5e-4f60-8a7b-9c0d1e2f3a4b"), []byte(tenant+"\x00agent-1\x00"+key)).String()
+	if id == unkeyed {
+		t.Error("the envelope id is an unkeyed hash of the idempotency key")
+	}
+}
+
+// TestIdempotencyKeyWithAnotherBodyIsRefused: a retry must repeat the
+// request; the same key for the same recipient and type but another body
+// is refused with 422 idempotency_body_mismatch, and nothing is stored
+// (issue 10, finding 12).
+func TestIdempotencyKeyWithAnotherBodyIsRefused(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	send := func(body string) []byte {
+		return []byte(`{"messagetype":"alp:meeting.request/v1","format":"text","subformat":"english","content":"hi","submessages":[` +
+			`{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"},` +
+			`{"label":"alp.body","format":"structured","subformat":"json","content":` + body + `}]}`)
+	}
+	_, first := r.post(t, "/nlip/", r.token, "application/json", send(`{"title":"Planning","minutes":30}`), "Idempotency-Key", "k-body")
+	id := result(t, first)["envelope_id"]
+	// The same body written differently is the same request (canonical JSON).
+	resp, again := r.post(t, "/nlip/", r.token, "application/json", send(`{ "minutes": 30.0, "title": "Planning" }`), "Idempotency-Key", "k-body")
+	if res := result(t, again); resp.StatusCode != http.StatusOK || res["envelope_id"] != id || res["duplicate"] != true {
+		t.Errorf("identical retry: %d %v", resp.StatusCode, res)
+	}
+	before := r.sendCount(t)
+	resp, other := r.post(t, "/nlip/", r.token, "application/json", send(`{"title":"Planning","minutes":45}`), "Idempotency-Key", "k-body")
+	if e := apiError(t, other); resp.StatusCode != http.StatusUnprocessableEntity || e["code"] != "idempotency_body_mismatch" {
+		t.Errorf("another body under the same key: %d %v", resp.StatusCode, e)
+	}
+	if n := r.sendCount(t); n != before {
+		t.Errorf("%d events stored for the refused retry", n-before)
 	}
 }

@@ -253,7 +253,10 @@ func (a *API) exchange(ctx context.Context, p agentauth.Principal, m *nlip.Messa
 	if aerr != nil {
 		return nil, 0, aerr
 	}
-	id := ingress.EnvelopeID(p.Tenant, p.AgentID, snd.sub.IdempotencyKey)
+	id, err := a.backend.EnvelopeID(ctx, snd.sub.Sender, snd.sub.IdempotencyKey)
+	if err != nil {
+		return nil, 0, classify(err)
+	}
 	snd.sub.EnvelopeID = id
 	w, err := a.backend.Await(p.Tenant, p.PersonID, id)
 	if err != nil {
