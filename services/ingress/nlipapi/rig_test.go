@@ -252,3 +252,14 @@ func (b *logBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// ownAPI serves another NLIP API with cfg over the rig's ingress, for tests
+// that read its WebSocket stats.
+func (r *rig) ownAPI(t testing.TB, cfg nlipapi.Config) (*nlipapi.API, *httptest.Server) {
+	t.Helper()
+	cfg.PublicURL = publicURL
+	api := nlipapi.New(r.b.Ingress(), cfg, nil)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return api, srv
+}
