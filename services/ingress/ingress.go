@@ -147,7 +147,7 @@ type Submission struct {
 	Envelope       *alpv1.Envelope
 	IdempotencyKey string
 	// EnvelopeID, when set, is the id to use for a submission without an
-	// idempotency key (from NewEnvelopeID, so the caller can await the
+	// idempotency key (from EnvelopeID, so the caller can await the
 	// envelope's decision before submitting). A key always derives the id.
 	EnvelopeID string
 	// TrustCap lowers the trust set from the credential (the agent asked
