@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/alpd-project/alpd/internal/accesstoken"
 )
 
 // Operator is a person allowed to run operator diagnostics (trace). Only
@@ -122,7 +124,9 @@ func (a *opsAuth) admit(w http.ResponseWriter, r *http.Request, refusal string) 
 }
 
 func (a *opsAuth) authenticate(r *http.Request) (string, bool) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	// The scheme is case-insensitive (RFC 9110 §11.1): one parser for
+	// every bearer credential.
+	token, ok := accesstoken.BearerToken(r.Header.Get("Authorization"))
 	if !ok || !strings.HasPrefix(token, OperatorTokenPrefix) {
 		return "", false
 	}

@@ -6,6 +6,7 @@ package brokertest
 
 import (
 	"context"
+	"log/slog"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -43,6 +44,13 @@ type Rig struct {
 // the test ends, and waits until it is ready.
 func Start(t testing.TB, cfg broker.Config) *Rig {
 	t.Helper()
+	return StartLogged(t, cfg, nil)
+}
+
+// StartLogged is Start with the broker logging to log (nil: discarded), for
+// tests that check what the broker logs.
+func StartLogged(t testing.TB, cfg broker.Config, log *slog.Logger) *Rig {
+	t.Helper()
 	if cfg.Name == "" {
 		cfg.Name = "alpd"
 	}
@@ -51,7 +59,7 @@ func Start(t testing.TB, cfg broker.Config) *Rig {
 	}
 	nc := natstest.Connect(t, natstest.RunJetStream(t))
 	ks := keystore.NewMemory()
-	b, err := broker.New(cfg, broker.Deps{NATS: nc, KeyStore: ks})
+	b, err := broker.New(cfg, broker.Deps{NATS: nc, KeyStore: ks, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

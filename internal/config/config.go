@@ -227,6 +227,14 @@ type NLIP struct {
 	WSPerMinute     int           `yaml:"ws_per_minute"`
 	WSBurst         int           `yaml:"ws_burst"`
 	WSIdleTimeout   time.Duration `yaml:"ws_idle_timeout"`
+	// What the WebSockets may hold: how long one message may take to
+	// arrive once begun, how many sockets one agent and one person may
+	// keep open, and the bytes of messages being received, all sockets
+	// together (docs/operations.md, "Limits and timeouts").
+	WSReadTimeout     time.Duration `yaml:"ws_read_timeout"`
+	WSMaxPerAgent     int           `yaml:"ws_max_per_agent"`
+	WSMaxPerPerson    int           `yaml:"ws_max_per_person"`
+	WSReadBufferBytes int           `yaml:"ws_read_buffer_bytes"`
 	// NMPHaltPercent is the NMP budget threshold (percent of max_tokens)
 	// at which a pipeline halts.
 	NMPHaltPercent int `yaml:"nmp_halt_percent"`
@@ -324,6 +332,7 @@ func Default() Config {
 			PersonPerMinute: 3000, PersonBurst: 100,
 			TenantPerMinute: 60000, TenantBurst: 2000,
 			WSPerMinute: 1200, WSBurst: 40, WSIdleTimeout: 5 * time.Minute,
+			WSReadTimeout: 30 * time.Second, WSMaxPerAgent: 8, WSMaxPerPerson: 32, WSReadBufferBytes: 16 << 20,
 			NMPHaltPercent: 95,
 		},
 		Ledger: Ledger{Workers: 2, MaxBatch: 500, MaxTrees: 4096, CheckpointInterval: 100 * time.Millisecond,

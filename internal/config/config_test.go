@@ -184,6 +184,11 @@ func TestValidateRules(t *testing.T) {
 			c.Ops.Operators = []Operator{{"ana", "abc"}}
 		}, "config: ops.operators[0].token_sha256: must be the 64 hex digits", ""},
 		{"trace rate zero", func(c *Config) { c.Ops.TracePerMinute = 0 }, "config: ops.trace_per_minute: 0 is out of range", ""},
+		{"ws sockets per agent zero", func(c *Config) { c.NLIP.WSMaxPerAgent = 0 }, "config: nlip.ws_max_per_agent: 0 is out of range", ""},
+		{"ws sockets per person zero", func(c *Config) { c.NLIP.WSMaxPerPerson = 0 }, "config: nlip.ws_max_per_person: 0 is out of range", ""},
+		{"ws read timeout", func(c *Config) { c.NLIP.WSReadTimeout = 0 }, "config: nlip.ws_read_timeout: 0s is out of range 1s to 1h", ""},
+		{"ws read buffer under two messages", func(c *Config) { c.NLIP.WSReadBufferBytes = 1 << 20 },
+			"config: nlip.ws_read_buffer_bytes: 1048576 is less than twice nlip.max_message_bytes (1048576)", ""},
 		{"trace burst big", func(c *Config) { c.Ops.TraceBurst = 1000 }, "config: ops.trace_burst: 1000 is out of range", ""},
 		{"public url with path", func(c *Config) { c.HTTP.PublicURL = "https://b.example/alpd" }, "config: http.public_url:", ""},
 		{"idp for unknown tenant", func(c *Config) {

@@ -126,7 +126,12 @@ type fileNLIP struct {
 	WSPerMinute     int      `yaml:"ws_per_minute"`
 	WSBurst         int      `yaml:"ws_burst"`
 	WSIdleTimeout   duration `yaml:"ws_idle_timeout"`
-	NMPHaltPercent  int      `yaml:"nmp_halt_percent"`
+	// Bounds of the WebSockets together.
+	WSReadTimeout     duration `yaml:"ws_read_timeout"`
+	WSMaxPerAgent     int      `yaml:"ws_max_per_agent"`
+	WSMaxPerPerson    int      `yaml:"ws_max_per_person"`
+	WSReadBufferBytes int      `yaml:"ws_read_buffer_bytes"`
+	NMPHaltPercent    int      `yaml:"nmp_halt_percent"`
 }
 
 func (n NLIP) file() fileNLIP {
@@ -137,7 +142,9 @@ func (n NLIP) file() fileNLIP {
 		PersonPerMinute: n.PersonPerMinute, PersonBurst: n.PersonBurst,
 		TenantPerMinute: n.TenantPerMinute, TenantBurst: n.TenantBurst,
 		WSPerMinute: n.WSPerMinute, WSBurst: n.WSBurst, WSIdleTimeout: duration(n.WSIdleTimeout),
-		NMPHaltPercent: n.NMPHaltPercent,
+		WSReadTimeout: duration(n.WSReadTimeout), WSMaxPerAgent: n.WSMaxPerAgent, WSMaxPerPerson: n.WSMaxPerPerson,
+		WSReadBufferBytes: n.WSReadBufferBytes,
+		NMPHaltPercent:    n.NMPHaltPercent,
 	}
 }
 
@@ -149,7 +156,9 @@ func (f fileNLIP) config() NLIP {
 		PersonPerMinute: f.PersonPerMinute, PersonBurst: f.PersonBurst,
 		TenantPerMinute: f.TenantPerMinute, TenantBurst: f.TenantBurst,
 		WSPerMinute: f.WSPerMinute, WSBurst: f.WSBurst, WSIdleTimeout: time.Duration(f.WSIdleTimeout),
-		NMPHaltPercent: f.NMPHaltPercent,
+		WSReadTimeout: time.Duration(f.WSReadTimeout), WSMaxPerAgent: f.WSMaxPerAgent, WSMaxPerPerson: f.WSMaxPerPerson,
+		WSReadBufferBytes: f.WSReadBufferBytes,
+		NMPHaltPercent:    f.NMPHaltPercent,
 	}
 }
 

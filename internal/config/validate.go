@@ -508,6 +508,9 @@ func (c *Config) validateNLIP(bad func(path, format string, args ...any)) {
 		{"nlip.tenant_burst", n.TenantBurst, 1, 10_000_000},
 		{"nlip.ws_per_minute", n.WSPerMinute, 1, 6_000_000},
 		{"nlip.ws_burst", n.WSBurst, 1, 1_000_000},
+		{"nlip.ws_max_per_agent", n.WSMaxPerAgent, 1, 10_000},
+		{"nlip.ws_max_per_person", n.WSMaxPerPerson, 1, 100_000},
+		{"nlip.ws_read_buffer_bytes", n.WSReadBufferBytes, 64 << 10, 16 << 30},
 		{"nlip.nmp_halt_percent", n.NMPHaltPercent, 1, 100},
 	}
 	for _, f := range ints {
@@ -520,6 +523,14 @@ func (c *Config) validateNLIP(bad func(path, format string, args ...any)) {
 	}
 	if n.WSIdleTimeout < time.Second || n.WSIdleTimeout > 24*time.Hour {
 		bad("nlip.ws_idle_timeout", "%s is out of range 1s to 24h", fmtDuration(n.WSIdleTimeout))
+	}
+	if n.WSReadTimeout < time.Second || n.WSReadTimeout > time.Hour {
+		bad("nlip.ws_read_timeout", "%s is out of range 1s to 1h", fmtDuration(n.WSReadTimeout))
+	}
+	// Room for two messages at the size limit, or a WebSocket could never
+	// take one while another arrives.
+	if n.WSReadBufferBytes >= 64<<10 && n.WSReadBufferBytes < 2*n.MaxMessageBytes {
+		bad("nlip.ws_read_buffer_bytes", "%d is less than twice nlip.max_message_bytes (%d)", n.WSReadBufferBytes, n.MaxMessageBytes)
 	}
 	for i, o := range n.AllowedOrigins {
 		if _, err := path.Match(o, ""); err != nil || strings.TrimSpace(o) == "" || o == "*" {

@@ -628,5 +628,8 @@ func nlipConfig(c config.NLIP) nlipapi.Config {
 	nc.PerTenant = perMinute(c.TenantPerMinute, c.TenantBurst)
 	nc.WSMessageRate = perMinute(c.WSPerMinute, c.WSBurst)
 	nc.WSIdleTimeout = c.WSIdleTimeout
+	nc.WSReadTimeout = c.WSReadTimeout
+	nc.WSMaxPerAgent, nc.WSMaxPerPerson = c.WSMaxPerAgent, c.WSMaxPerPerson
+	nc.WSReadBuffer = int64(c.WSReadBufferBytes)
 	return nc
 }

@@ -8,9 +8,13 @@ import (
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
 )
 
-// AgentServicePrefix marks trace entries an agent declared, so they can
-// never be mistaken for the broker's own hops ("agent:router").
-const AgentServicePrefix = "agent:"
+// AgentService is the service of every trace entry an agent declared. It
+// is no broker service's name, so such an entry can never be mistaken for
+// one of the broker's own hops. The agent's own words (its "agent" and
+// "action" strings) are not copied: an NMP header travels in the clear on
+// every stream and outlives erasure, while the agent's header as it sent it
+// is kept only sealed, with the message's other NLIP parts.
+const AgentService = "agent"
 
 // Ignored is one part of an agent header the broker did not take.
 type Ignored struct {
@@ -31,9 +35,10 @@ func (i Ignored) String() string { return i.Reason }
 //     higher claim, or 0 (which would mean "no limit"), is ignored;
 //   - budget.system_mode: taken when it is smaller than the current mode or
 //     no mode is set; a larger mode is ignored (a mode is a ceiling);
-//   - trace: each entry is appended as service "agent:<name>" with its
-//     action and tokens, and its tokens are added to tokens_used; past
-//     cfg.MaxTrace entries are dropped but their tokens still count;
+//   - trace: each entry is appended as service AgentService with its
+//     tokens, which are added to tokens_used, and without its agent and
+//     action strings (free text from the agent stays out of the header);
+//     past cfg.MaxTrace entries are dropped but their tokens still count;
 //   - budget.tokens_used: after the trace tokens are added, raised to the
 //     agent's claim if that is higher; a lower claim is ignored;
 //   - signals: advisory, taken as given (they were range-checked when
@@ -41,11 +46,11 @@ func (i Ignored) String() string { return i.Reason }
 //     down to fewer tokens or, with no mode requested, up to what the
 //     budget allows: never past max_tokens.
 //
-// Call it after the ingress hop set trust from the credential, so that
-// "ignored" messages compare with the broker's level. To record the agent's
-// trust cap with its reason in the ingress trace entry, pass
-// agent.TrustCap() to envelope.Hop.LowerTrust as well; then Apply's trust
-// step is a no-op.
+// Call it after the ingress hop ended (envelope.Hop.End), so that
+// "ignored" messages compare with the broker's level and the agent's trace
+// entries follow the ingress entry. To record the agent's trust cap with
+// its reason in the ingress trace entry, pass agent.TrustCap() to
+// envelope.Hop.LowerTrust as well; then Apply's trust step is a no-op.
 func Apply(current *nmpv1.NmpHeader, agent *AgentHeader, cfg Config) (*nmpv1.NmpHeader, []Ignored) {
 	res := &nmpv1.NmpHeader{}
 	if current != nil {
@@ -136,12 +141,7 @@ func applyTrace(res *nmpv1.NmpHeader, entries []AgentTraceEntry, limit int, igno
 			droppedTokens = AddTokens(droppedTokens, e.Tokens)
 			continue
 		}
-		AppendTrace(res, &nmpv1.TraceEntry{
-			Service: AgentServicePrefix + e.Agent,
-			Action:  e.Action,
-			Trust:   res.Trust,
-			Tokens:  e.Tokens,
-		})
+		AppendTrace(res, &nmpv1.TraceEntry{Service: AgentService, Trust: res.Trust, Tokens: e.Tokens})
 	}
 	if dropped == 0 {
 		return

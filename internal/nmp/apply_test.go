@@ -2,8 +2,10 @@ package nmp
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
@@ -122,8 +124,8 @@ func TestApplyTrace(t *testing.T) {
 	}
 	want := []*nmpv1.TraceEntry{
 		{Service: "ingress", Action: "accept", Trust: verified},
-		{Service: "agent:router", Action: "classified", Trust: untrusted, Tokens: 42},
-		{Service: "agent:planner", Trust: untrusted, Tokens: 100},
+		{Service: AgentService, Trust: untrusted, Tokens: 42},
+		{Service: AgentService, Trust: untrusted, Tokens: 100},
 	}
 	if len(got.Trace) != len(want) {
 		t.Fatalf("trace %v", got.Trace)
@@ -135,6 +137,10 @@ func TestApplyTrace(t *testing.T) {
 	}
 	if got.Budget.TokensUsed != 242 {
 		t.Errorf("tokens_used %d, want 242", got.Budget.TokensUsed)
+	}
+	// The header travels in the clear: none of the agent's words are in it.
+	if text := prototext.Format(got); strings.Contains(text, "router") || strings.Contains(text, "planner") || strings.Contains(text, "classified") {
+		t.Errorf("the agent's free text reached the header: %s", text)
 	}
 	// The agent's tokens_used is compared with the total after its trace.
 	agent.Budget.TokensUsed = ptr[uint64](200)
@@ -153,7 +159,7 @@ func TestApplyTraceBound(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxTrace = 4
 	got, ig := Apply(cur, agent, cfg)
-	if len(got.Trace) != 4 || got.Trace[3].Service != "agent:a" {
+	if len(got.Trace) != 4 || got.Trace[3].Service != AgentService || got.Trace[3].Tokens != 1 {
 		t.Fatalf("trace %v", got.Trace)
 	}
 	if got.Budget.GetTokensUsed() != 111 {

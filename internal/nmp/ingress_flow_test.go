@@ -39,7 +39,7 @@ func TestIngressFlow(t *testing.T) {
 	if got := h.Trace[0].GetTrustReason(); got != "agent credential; the agent's NMP header declares trust untrusted(1)" {
 		t.Errorf("ingress trust reason %q", got)
 	}
-	if len(h.Trace) != 2 || h.Trace[1].Service != "agent:router" || h.Budget.TokensUsed != 42 || h.Budget.MaxTokens != 4000 {
+	if len(h.Trace) != 2 || h.Trace[0].Service != "ingress" || h.Trace[1].Service != nmp.AgentService || h.Trace[1].Action != "" || h.Budget.TokensUsed != 42 || h.Budget.MaxTokens != 4000 {
 		t.Errorf("header %v", h)
 	}
 	if len(ignored) != 1 || ignored[0].Reason != "system_mode deep ignored: cannot raise the mode above standard" {
@@ -80,5 +80,5 @@ func Example() {
 	// tokens_used 10 ignored: the running total is already 42 and never decreases
 	// reflex: urgency 0.95 > 0.9: reflex (streamline, not more tokens)
 	// halted: false
-	// {"nmp_message":{"trust":{"level":2},"signals":{"urgency":0.95,"quality":0.0,"inhibition":0.0,"activation":0.0,"focus":0.0,"reward":0.0},"budget":{"max_tokens":5000,"tokens_used":42,"system_mode":"standard"},"trace":[{"agent":"agent:router","action":"classified as high-urgency","tokens":42}]}}
+	// {"nmp_message":{"trust":{"level":2},"signals":{"urgency":0.95,"quality":0.0,"inhibition":0.0,"activation":0.0,"focus":0.0,"reward":0.0},"budget":{"max_tokens":5000,"tokens_used":42,"system_mode":"standard"},"trace":[{"agent":"agent","action":"","tokens":42}]}}
 }

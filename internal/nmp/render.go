@@ -19,8 +19,8 @@ import (
 // NMP scale, unspecified printing as 0 (how it is read). Signals, budget and
 // trace appear when the header has them; max_tokens only when set (0 means
 // no limit) and system_mode only when specified. A trace entry's "agent" is
-// the service ("ingress", or "agent:router" for an entry an agent
-// declared); the broker-only details of an entry (duration, per-hop trust
+// the service ("ingress", or "agent" for an entry an agent declared: see
+// AgentService); the broker-only details of an entry (duration, per-hop trust
 // and reason, time, readiness, lag) are not part of the README form and are
 // left out. The output is accepted by ParseAgentHeader when it is within
 // its limits and every trace entry names its service.

@@ -23,6 +23,11 @@
 //     nonce; its additional data is the caller's (e.g. the envelope id)
 //     plus tenant, person and key version, so a sealed body cannot be
 //     moved to another envelope or person.
+//   - [Sealer.Digest] is a keyed digest (HMAC-SHA256) under a key derived
+//     from the person's data key: deterministic, so it can stand in a
+//     stream for something that must be compared later (an idempotency
+//     key, a request), without anyone being able to test a guess against
+//     it, and unlinkable once the key is destroyed.
 //   - [Sealer.Destroy] purges the person's KV key (a purge drops every
 //     earlier revision, so no history keeps the wrapped key) and writes a
 //     tombstone in its place: the JSON value {"format":1,"destroyed":true,
@@ -67,7 +72,9 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -146,8 +153,15 @@ func WithDestroyObserver(fn func(ctx context.Context, ev *alpv1.DataKeyDestroyed
 // Sealer seals and opens bodies with per-person data keys. It is safe for
 // concurrent use; several Sealers (replicas) may share one bucket.
 type Sealer struct {
-	keys *personkeys.Store[cipher.AEAD]
+	keys *personkeys.Store[dataKey]
 	opts options
+}
+
+// dataKey is what a person's data key is used as: the AEAD of their bodies
+// and the key of their digests (see Digest).
+type dataKey struct {
+	aead cipher.AEAD
+	mac  []byte
 }
 
 // New returns a Sealer storing data keys in kv (configure its bucket with
@@ -162,9 +176,9 @@ func New(kv jetstream.KeyValue, ks keystore.KeyStore, opts ...Option) *Sealer {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	keys := personkeys.New(kv, ks, personkeys.Options[cipher.AEAD]{
+	keys := personkeys.New(kv, ks, personkeys.Options[dataKey]{
 		Domain: "alp-seal/data-key/v1",
-		Derive: func(_, _ string, raw []byte) cipher.AEAD { return newAEAD(raw) },
+		Derive: func(_, _ string, raw []byte) dataKey { return dataKey{aead: newAEAD(raw), mac: digestKey(raw)} },
 		Erased: ErrKeyDestroyed, None: ErrNoDataKey,
 		CacheTTL: o.ttl, CacheSize: o.size, Now: o.now,
 	})
@@ -241,7 +255,7 @@ func (s *Sealer) Seal(ctx context.Context, tenant, personID string, plaintext, a
 		PersonId:   personID,
 		KeyVersion: k.Version,
 		Nonce:      nonce,
-		Ciphertext: k.Value.Seal(nil, nonce, plaintext, bodyAAD(tenant, personID, k.Version, aad)),
+		Ciphertext: k.Value.aead.Seal(nil, nonce, plaintext, bodyAAD(tenant, personID, k.Version, aad)),
 	}, nil
 }
 
@@ -269,7 +283,7 @@ func (s *Sealer) Open(ctx context.Context, body *alpv1.SealedBody, aad []byte) (
 	if k.Version != body.GetKeyVersion() {
 		return nil, fmt.Errorf("seal: open for %s/%s: %w: body names key version %d, the person has %d", tenant, personID, ErrNoDataKey, body.GetKeyVersion(), k.Version)
 	}
-	pt, err := k.Value.Open(nil, body.GetNonce(), body.GetCiphertext(), bodyAAD(tenant, personID, k.Version, aad))
+	pt, err := k.Value.aead.Open(nil, body.GetNonce(), body.GetCiphertext(), bodyAAD(tenant, personID, k.Version, aad))
 	if err != nil {
 		return nil, fmt.Errorf("seal: open for %s/%s: %w (modified, or different additional data)", tenant, personID, ErrOpenFailed)
 	}
@@ -278,12 +292,41 @@ func (s *Sealer) Open(ctx context.Context, body *alpv1.SealedBody, aad []byte) (
 
 // key returns the person's usable data key, creating it if create is set
 // and the person has none.
-func (s *Sealer) key(ctx context.Context, tenant, personID string, create bool) (personkeys.Key[cipher.AEAD], error) {
+func (s *Sealer) key(ctx context.Context, tenant, personID string, create bool) (personkeys.Key[dataKey], error) {
 	k, err := s.keys.Get(ctx, tenant, personID, create)
 	if err != nil {
 		return k, fmt.Errorf("seal: data key: %w", err)
 	}
 	return k, nil
+}
+
+// digestKey is the HMAC key of a person's digests, derived from their data
+// key (HMAC-SHA256 under it of a label of its own), so no digest is ever
+// computed with the key that seals.
+func digestKey(raw []byte) []byte {
+	m := hmac.New(sha256.New, raw)
+	m.Write([]byte("alp-seal/digest-key/v1"))
+	return m.Sum(nil)
+}
+
+// Digest is a keyed digest of parts for the person: HMAC-SHA256, under a
+// key derived from their data key (created if they have none), of domain
+// and the parts, each length-prefixed. It is deterministic, so a digest
+// stored in the clear on a stream can be compared with a later request's;
+// nobody without the key can test a guess against it; and once the
+// person's key is destroyed no digest of theirs can be recomputed, so what
+// it stood for becomes unlinkable. domain names the use ("alpd/ingress/…").
+func (s *Sealer) Digest(ctx context.Context, tenant, personID, domain string, parts ...[]byte) ([]byte, error) {
+	if err := validate(tenant, personID); err != nil {
+		return nil, err
+	}
+	k, err := s.key(ctx, tenant, personID, true)
+	if err != nil {
+		return nil, err
+	}
+	m := hmac.New(sha256.New, k.Value.mac)
+	m.Write(lp(lp(nil, []byte(domain)), parts...))
+	return m.Sum(nil), nil
 }
 
 // Destroy erases the person's data key: afterwards every body sealed for

@@ -627,3 +627,47 @@ func TestCorruptStoredValue(t *testing.T) {
 		t.Fatalf("Seal after Destroy: %v", err)
 	}
 }
+
+func TestDigest(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	s := New(e.kv, e.ks)
+	d := func(sl *Sealer, person, domain string, parts ...string) []byte {
+		t.Helper()
+		bs := make([][]byte, len(parts))
+		for i, p := range parts {
+			bs[i] = []byte(p)
+		}
+		out, err := sl.Digest(ctx, tn, person, domain, bs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := d(s, "p1", "test/v1", "agent-1", "k-42")
+	if len(first) != 32 || !bytes.Equal(first, d(s, "p1", "test/v1", "agent-1", "k-42")) {
+		t.Fatalf("digest %x is not a stable 32-byte value", first)
+	}
+	// Another replica reads the same key and gets the same digest.
+	if !bytes.Equal(first, d(e.replica(t), "p1", "test/v1", "agent-1", "k-42")) {
+		t.Error("a replica computes another digest")
+	}
+	for name, other := range map[string][]byte{
+		"another person": d(s, "p2", "test/v1", "agent-1", "k-42"),
+		"another domain": d(s, "p1", "test/v2", "agent-1", "k-42"),
+		"other parts":    d(s, "p1", "test/v1", "agent-1k", "-42"),
+	} {
+		if bytes.Equal(first, other) {
+			t.Errorf("%s gives the same digest", name)
+		}
+	}
+	if err := s.Destroy(ctx, tn, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Digest(ctx, tn, "p1", "test/v1", []byte("agent-1")); !errors.Is(err, ErrKeyDestroyed) {
+		t.Fatalf("Digest after Destroy: %v", err)
+	}
+	if _, err := s.Digest(ctx, tn, "bad id", "test/v1"); !errors.Is(err, ErrInvalidPersonID) {
+		t.Fatalf("Digest for an invalid person: %v", err)
+	}
+}

@@ -13,7 +13,7 @@ func TestParseEnvelopeID(t *testing.T) {
 	for in, want := range map[string]string{
 		"0192f0c4-7b1e-7a00-8000-000000000001": "0192f0c4-7b1e-7a00-8000-000000000001",
 		"0192F0C4-7B1E-7A00-8000-00000000000A": "0192f0c4-7b1e-7a00-8000-00000000000a",
-		EnvelopeID("example.org", "a1", "key"): EnvelopeID("example.org", "a1", "key"),
+		envelopeIDOf([]byte("digest")):         envelopeIDOf([]byte("digest")),
 	} {
 		if got, err := ParseEnvelopeID(in); err != nil || got != want {
 			t.Errorf("ParseEnvelopeID(%q) = %q, %v; want %q", in, got, err, want)

@@ -8,6 +8,7 @@ package ingress
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -26,6 +28,7 @@ import (
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
 )
@@ -144,13 +147,18 @@ type Submission struct {
 	Envelope       *alpv1.Envelope
 	IdempotencyKey string
 	// EnvelopeID, when set, is the id to use for a submission without an
-	// idempotency key (from NewEnvelopeID, so the caller can await the
+	// idempotency key (from EnvelopeID, so the caller can await the
 	// envelope's decision before submitting). A key always derives the id.
 	EnvelopeID string
 	// TrustCap lowers the trust set from the credential (the agent asked
 	// for less, e.g. in its NMP header); unspecified leaves it.
 	TrustCap       nmpv1.TrustLevel
 	TrustCapReason string
+	// AgentNMP is the NMP header the agent sent, if any. It is merged
+	// (nmp.Apply with the rules in NMP) after the ingress hop, so the
+	// agent's trace entries follow the ingress entry (docs/nmp.md).
+	AgentNMP *nmp.AgentHeader
+	NMP      nmp.Config
 }
 
 // ErrInvalid marks a submission the agent must fix.
@@ -160,17 +168,67 @@ var ErrInvalid = errors.New("ingress: invalid submission")
 // agent already used for a message to another recipient or of another type.
 var ErrIdempotencyKeyReused = errors.New("ingress: idempotency key already used for another message")
 
+// ErrIdempotencyBodyDiffers marks a submission whose idempotency key the
+// same agent already used for the same recipient and type but another body
+// (or in_reply_to): a retry must repeat the request exactly.
+var ErrIdempotencyBodyDiffers = errors.New("ingress: idempotency key already used for a message with another body")
+
+// Domains of the keyed digests ingress stores (seal.Sealer.Digest).
+const (
+	digestIdempotencyKey = "alpd/ingress/idempotency-key/v1"
+	digestRequest        = "alpd/ingress/request/v1"
+)
+
+// ErrTooLarge marks a submission whose event would not fit in one NATS
+// message. It can never be stored, so it is not worth a retry.
+var ErrTooLarge = errors.New("ingress: envelope too large")
+
+// payloadHeadroom is kept free under the NATS payload limit: the message
+// headers take a few hundred bytes, and later hops add to the envelope
+// (trace entries, policy's decision with its reasons) and must still fit.
+const payloadHeadroom = 16 << 10
+
 // envelopeNamespace scopes derived envelope ids.
 var envelopeNamespace = uuid.MustParse("6f1d3c2a-4b5e-4f60-8a7b-9c0d1e2f3a4b")
 
-// EnvelopeID is the id of an envelope: derived from (tenant, agent,
-// idempotency key) when the agent sent a key, so a retry after a timeout is
-// the same envelope; random (UUIDv7) otherwise.
-func EnvelopeID(tenant, agent, key string) string {
+// EnvelopeID is the id of the sender's envelope: derived from the keyed
+// digest of (agent, idempotency key) when the agent sent a key, so a retry
+// after a timeout is the same envelope; random (UUIDv7) otherwise. The
+// digest is keyed by the sender's data key (seal.Sealer.Digest): an id
+// derived from the key alone would let anyone who reads the streams test
+// guesses of a key, and the key itself is never stored.
+func (s *Service) EnvelopeID(ctx context.Context, snd Sender, key string) (string, error) {
 	if key == "" {
-		return uuid.Must(uuid.NewV7()).String()
+		return uuid.Must(uuid.NewV7()).String(), nil
 	}
-	return uuid.NewSHA1(envelopeNamespace, []byte(tenant+"\x00"+agent+"\x00"+key)).String()
+	d, err := s.keyDigest(ctx, snd, key)
+	if err != nil {
+		return "", err
+	}
+	return envelopeIDOf(d), nil
+}
+
+func (s *Service) keyDigest(ctx context.Context, snd Sender, key string) ([]byte, error) {
+	d, err := s.Sealer.Digest(ctx, snd.Tenant, snd.PersonID, digestIdempotencyKey, []byte(snd.AgentID), []byte(key))
+	if err != nil {
+		return nil, fmt.Errorf("ingress: idempotency key digest: %w", err)
+	}
+	return d, nil
+}
+
+func envelopeIDOf(keyDigest []byte) string {
+	return uuid.NewSHA1(envelopeNamespace, keyDigest).String()
+}
+
+// requestDigest is the keyed digest of what a message says, which a retry
+// under the same idempotency key must repeat.
+func (s *Service) requestDigest(ctx context.Context, snd Sender, env *alpv1.Envelope) ([]byte, error) {
+	d, err := s.Sealer.Digest(ctx, snd.Tenant, snd.PersonID, digestRequest,
+		[]byte(env.GetType()), []byte(env.GetTo()), []byte(env.GetInReplyTo()), env.GetBody())
+	if err != nil {
+		return nil, fmt.Errorf("ingress: request digest: %w", err)
+	}
+	return d, nil
 }
 
 // ErrInvalidEnvelopeID marks an envelope id that is not a UUID. It is an
@@ -236,20 +294,32 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 	case len(env.GetBody()) == 0 || !json.Valid(env.GetBody()):
 		return Accepted{}, fmt.Errorf("%w: body must be a JSON document", ErrInvalid)
 	}
-	env.Id = EnvelopeID(snd.Tenant, snd.AgentID, sub.IdempotencyKey)
-	if sub.IdempotencyKey == "" && sub.EnvelopeID != "" {
+	var keyDigest, reqDigest []byte
+	switch {
+	case sub.IdempotencyKey != "":
+		var err error
+		if keyDigest, err = s.keyDigest(ctx, snd, sub.IdempotencyKey); err != nil {
+			return Accepted{}, err
+		}
+		if reqDigest, err = s.requestDigest(ctx, snd, env); err != nil {
+			return Accepted{}, err
+		}
+		env.Id = envelopeIDOf(keyDigest)
+	case sub.EnvelopeID != "":
 		id, err := ParseEnvelopeID(sub.EnvelopeID)
 		if err != nil {
 			return Accepted{}, err
 		}
 		env.Id = id
+	default:
+		env.Id = uuid.Must(uuid.NewV7()).String()
 	}
 	subject, err := streams.SendSubject(snd.Tenant, snd.PersonID, env.Id)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if sub.IdempotencyKey != "" {
-		if dup, err := s.earlier(ctx, subject, env); dup || err != nil {
+		if dup, err := s.earlier(ctx, subject, env, reqDigest); dup || err != nil {
 			return Accepted{EnvelopeID: env.Id, Duplicate: dup}, err
 		}
 	}
@@ -275,6 +345,11 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 		return Accepted{}, err
 	}
 	hop.End(env)
+	if sub.AgentNMP != nil {
+		// What Apply ignores the binding already told the agent.
+		h, _ := nmp.Apply(envelope.NMP(env), sub.AgentNMP, sub.NMP)
+		envelope.SetNMP(env, h)
+	}
 
 	ev := s.NewEvent("send_requested", snd.Tenant, nil, env.Id,
 		&alpv1.Actor{Kind: alpv1.ActorKind_ACTOR_KIND_AGENT, Id: snd.AgentID})
@@ -282,12 +357,20 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 	// same message id and the same seen-set key downstream.
 	ev.Header.EventId = uuid.NewSHA1(envelopeNamespace, []byte("send_requested\x00"+env.Id)).String()
 	ev.Body = &alpv1.Event_SendRequested{SendRequested: &alpv1.SendRequested{
-		Envelope: env, IdempotencyKey: sub.IdempotencyKey, SenderPersonId: snd.PersonID,
+		Envelope: env, SenderPersonId: snd.PersonID,
+		IdempotencyKeyDigest: keyDigest, RequestDigest: reqDigest,
 	}}
+	if err := s.checkSize(snd, ev); err != nil {
+		return Accepted{}, err
+	}
 	if _, err := s.Bus.Append(ctx, subject, 0, ev); err != nil {
+		if errors.Is(err, nats.ErrMaxPayload) {
+			// The server's limit is lower than the one checkSize read.
+			return Accepted{}, s.tooLarge(snd, ev, proto.Size(ev), 0)
+		}
 		if errors.Is(err, bus.ErrConflict) {
 			// A concurrent retry with the same key won the race.
-			dup, err := s.earlier(ctx, subject, env)
+			dup, err := s.earlier(ctx, subject, env, reqDigest)
 			return Accepted{EnvelopeID: env.Id, Duplicate: dup}, err
 		}
 		return Accepted{}, err
@@ -295,9 +378,37 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 	return Accepted{EnvelopeID: env.Id}, nil
 }
 
+// checkSize refuses an event that would not fit in one NATS message with
+// the headroom later hops need. Canonical JSON can be much longer than what
+// the agent sent (numbers are written out), so only the built event tells.
+func (s *Service) checkSize(snd Sender, ev *alpv1.Event) error {
+	limit := int(s.Bus.Conn().MaxPayload()) - payloadHeadroom
+	if limit <= 0 {
+		return nil // not connected yet: the publish will say so
+	}
+	if n := proto.Size(ev); n > limit {
+		return s.tooLarge(snd, ev, n, limit)
+	}
+	return nil
+}
+
+// tooLarge logs the refusal (who and how big, never what) and returns the
+// error for the agent.
+func (s *Service) tooLarge(snd Sender, ev *alpv1.Event, size, limit int) error {
+	s.Logger.Warn("ingress: envelope too large for the bus; refused",
+		"tenant", snd.Tenant, "person", snd.PersonID, "agent", snd.AgentID,
+		"envelope", ev.GetSendRequested().GetEnvelope().GetId(), "bytes", size, "limit", limit)
+	if limit <= 0 {
+		return fmt.Errorf("%w: the stored envelope would be %d bytes, over the message bus's payload limit", ErrTooLarge, size)
+	}
+	return fmt.Errorf("%w: the stored envelope would be %d bytes, over the limit of %d; send a smaller body or fewer parts", ErrTooLarge, size, limit)
+}
+
 // earlier reports whether the envelope's subject already holds its
-// SendRequested, and refuses a reused key for a different message.
-func (s *Service) earlier(ctx context.Context, subject string, env *alpv1.Envelope) (bool, error) {
+// SendRequested, and refuses a reused key for a different message: another
+// recipient or type, or (for events that carry the digest) anything else the
+// request digest covers.
+func (s *Service) earlier(ctx context.Context, subject string, env *alpv1.Envelope, reqDigest []byte) (bool, error) {
 	m, err := s.Bus.LastMessageIn(ctx, streams.Send, subject)
 	if err != nil || m == nil {
 		return false, err
@@ -306,9 +417,13 @@ func (s *Service) earlier(ctx context.Context, subject string, env *alpv1.Envelo
 	if err != nil {
 		return false, fmt.Errorf("ingress: earlier submission of %s: %w", env.GetId(), err)
 	}
-	was := ev.GetSendRequested().GetEnvelope()
+	sr := ev.GetSendRequested()
+	was := sr.GetEnvelope()
 	if was.GetTo() != env.GetTo() || was.GetType() != env.GetType() {
 		return false, fmt.Errorf("%w: it was sent as %s to %s", ErrIdempotencyKeyReused, was.GetType(), was.GetTo())
+	}
+	if d := sr.GetRequestDigest(); len(d) > 0 && !hmac.Equal(d, reqDigest) {
+		return false, fmt.Errorf("%w: a retry must send the same body and in_reply_to as the first request; use a new key for a new message", ErrIdempotencyBodyDiffers)
 	}
 	return true, nil
 }

@@ -880,12 +880,22 @@ func (*Event_DynamicClientExpired) isEvent_Body() {}
 type SendRequested struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Envelope *Envelope              `protobuf:"bytes,1,opt,name=envelope" json:"envelope,omitempty"`
-	// Idempotency key the agent sent, if any.
+	// Deprecated: the idempotency key in clear, written by earlier versions
+	// only. idempotency_key_digest replaces it.
 	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey" json:"idempotency_key,omitempty"`
 	// Opaque id of the sending person.
 	SenderPersonId string `protobuf:"bytes,3,opt,name=sender_person_id,json=senderPersonId" json:"sender_person_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Keyed digest (HMAC-SHA256 under a key derived from the sender's data
+	// key) of the agent and the idempotency key it sent; empty without a key.
+	// The envelope id derives from it, so neither reveals the key, and both
+	// become unlinkable when the person is erased.
+	IdempotencyKeyDigest []byte `protobuf:"bytes,4,opt,name=idempotency_key_digest,json=idempotencyKeyDigest" json:"idempotency_key_digest,omitempty"`
+	// Keyed digest (same key) of what the message says: type, recipient,
+	// in_reply_to and the canonical body. A retry under the same idempotency
+	// key must match it.
+	RequestDigest []byte `protobuf:"bytes,5,opt,name=request_digest,json=requestDigest" json:"request_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SendRequested) Reset() {
@@ -937,6 +947,20 @@ func (x *SendRequested) GetSenderPersonId() string {
 		return x.SenderPersonId
 	}
 	return ""
+}
+
+func (x *SendRequested) GetIdempotencyKeyDigest() []byte {
+	if x != nil {
+		return x.IdempotencyKeyDigest
+	}
+	return nil
+}
+
+func (x *SendRequested) GetRequestDigest() []byte {
+	if x != nil {
+		return x.RequestDigest
+	}
+	return nil
 }
 
 // Reason explains one decision, naming the party and the rule.
@@ -1489,11 +1513,13 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x17person_sessions_revoked\x18) \x01(\v2\x1d.alp.v1.PersonSessionsRevokedH\x00R\x15personSessionsRevoked\x12E\n" +
 	"\x11client_first_used\x18* \x01(\v2\x17.alp.v1.ClientFirstUsedH\x00R\x0fclientFirstUsed\x12T\n" +
 	"\x16dynamic_client_expired\x18+ \x01(\v2\x1c.alp.v1.DynamicClientExpiredH\x00R\x14dynamicClientExpiredB\x06\n" +
-	"\x04body\"\x90\x01\n" +
+	"\x04body\"\xed\x01\n" +
 	"\rSendRequested\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12(\n" +
-	"\x10sender_person_id\x18\x03 \x01(\tR\x0esenderPersonId\"b\n" +
+	"\x10sender_person_id\x18\x03 \x01(\tR\x0esenderPersonId\x124\n" +
+	"\x16idempotency_key_digest\x18\x04 \x01(\fR\x14idempotencyKeyDigest\x12%\n" +
+	"\x0erequest_digest\x18\x05 \x01(\fR\rrequestDigest\"b\n" +
 	"\x06Reason\x12\x14\n" +
 	"\x05party\x18\x01 \x01(\tR\x05party\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x14\n" +

@@ -35,6 +35,7 @@ const (
 // Backend is what the bindings need from the ingress service.
 type Backend interface {
 	Authenticator() *agentauth.Authenticator
+	EnvelopeID(ctx context.Context, snd ingress.Sender, idempotencyKey string) (string, error)
 	Accept(ctx context.Context, sub ingress.Submission) (ingress.Accepted, error)
 	Await(tenant, personID, envelopeID string) (*ingress.Waiter, error)
 	Decision(ctx context.Context, tenant, personID, envelopeID string) (*alpv1.Decided, error)
@@ -65,6 +66,18 @@ type Config struct {
 	// WSIdleTimeout closes a connection that sent nothing for this long
 	// (default 5m).
 	WSIdleTimeout time.Duration
+	// WSReadTimeout closes a connection whose message, once begun, has not
+	// arrived whole after this long (default 30s).
+	WSReadTimeout time.Duration
+	// WSMaxPerAgent and WSMaxPerPerson bound the WebSocket connections one
+	// agent and all of one person's agents hold open (default 8 and 32).
+	WSMaxPerAgent, WSMaxPerPerson int
+	// WSReadBuffer bounds the bytes of WebSocket messages being received
+	// and handled, all connections together (default 16 MiB; at least
+	// twice the message size limit); one person holds at most a quarter of
+	// it (at least twice the size limit). A message that does not fit is
+	// discarded as it arrives and answered 503 server_busy.
+	WSReadBuffer int64
 }
 
 // Rate is a token bucket: Limit events per second, Burst at once.
@@ -84,6 +97,12 @@ func DefaultConfig() Config {
 		PerTenant:     Rate{Limit: 1000, Burst: 2000},
 		WSMessageRate: Rate{Limit: 20, Burst: 40},
 		WSIdleTimeout: 5 * time.Minute,
+
+		// What all WebSockets together may hold (docs/operations.md).
+		WSReadTimeout:  30 * time.Second,
+		WSMaxPerAgent:  8,
+		WSMaxPerPerson: 32,
+		WSReadBuffer:   16 << 20,
 	}
 }
 
@@ -107,6 +126,21 @@ func (c Config) complete() Config {
 	if c.WSIdleTimeout <= 0 {
 		c.WSIdleTimeout = d.WSIdleTimeout
 	}
+	if c.WSReadTimeout <= 0 {
+		c.WSReadTimeout = d.WSReadTimeout
+	}
+	if c.WSMaxPerAgent <= 0 {
+		c.WSMaxPerAgent = d.WSMaxPerAgent
+	}
+	if c.WSMaxPerPerson <= 0 {
+		c.WSMaxPerPerson = d.WSMaxPerPerson
+	}
+	if c.WSReadBuffer <= 0 {
+		c.WSReadBuffer = d.WSReadBuffer
+	}
+	// One message at the size limit must fit, or the WebSocket could never
+	// take one.
+	c.WSReadBuffer = max(c.WSReadBuffer, 2*int64(c.Message.MaxMessageBytes)+2)
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	return c
 }
@@ -117,6 +151,7 @@ type API struct {
 	cfg     Config
 	log     *slog.Logger
 	limits  *limiters
+	ws      *wsLimits
 	mux     *http.ServeMux
 }
 
@@ -126,7 +161,7 @@ func New(b Backend, cfg Config, log *slog.Logger) *API {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &API{backend: b, cfg: cfg, log: log, limits: newLimiters(cfg), mux: http.NewServeMux()}
+	a := &API{backend: b, cfg: cfg, log: log, limits: newLimiters(cfg), ws: newWSLimits(cfg), mux: http.NewServeMux()}
 	a.mux.HandleFunc("/nlip", a.serveMessage)
 	a.mux.HandleFunc("/nlip/", a.serveMessage)
 	a.mux.HandleFunc("/nlip/envelopes/{id}", a.serveEnvelope)

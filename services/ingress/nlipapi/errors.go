@@ -87,8 +87,12 @@ func classify(err error) *apiError {
 		return &apiError{Status: status, Code: "nlip_" + ne.Code, Message: ne.Message, Pointer: ne.Pointer}
 	case errors.As(err, &me):
 		return &apiError{Status: http.StatusBadRequest, Code: "nmp_" + me.Code, Message: "NMP header: " + me.Message, Pointer: "/submessages/nmp"}
+	case errors.Is(err, ingress.ErrIdempotencyBodyDiffers):
+		return newError(http.StatusUnprocessableEntity, "idempotency_body_mismatch", "%v", err)
 	case errors.Is(err, ingress.ErrIdempotencyKeyReused):
 		return newError(http.StatusUnprocessableEntity, "idempotency_key_reused", "%v", err)
+	case errors.Is(err, ingress.ErrTooLarge):
+		return newError(http.StatusRequestEntityTooLarge, "envelope_too_large", "%v", err)
 	case errors.Is(err, ingress.ErrInvalidEnvelopeID):
 		return newError(http.StatusBadRequest, "invalid_envelope_id", "%v", err)
 	case errors.Is(err, ingress.ErrInvalid), errors.Is(err, bus.ErrInvalidSubject):

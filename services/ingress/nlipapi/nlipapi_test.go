@@ -2,15 +2,19 @@ package nlipapi_test
 
 import (
 	"bytes"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/nlip"
+	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
 
@@ -301,5 +305,124 @@ func TestCBOROverHTTP(t *testing.T) {
 	resp, reply := r.post(t, "/nlip/", r.token, "application/cbor", data)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/cbor" || result(t, reply)["outcome"] != "refuse" {
 		t.Errorf("%d %s %+v", resp.StatusCode, resp.Header.Get("Content-Type"), reply)
+	}
+}
+
+// TestEnvelopeTooLargeForNATSIsRefused: a message under the NLIP size limit
+// whose stored event would not fit in one NATS message can never be
+// stored, so it is refused with 413 envelope_too_large (not 503 "retry"),
+// and logged without its content (issue 10, finding 8).
+func TestEnvelopeTooLargeForNATSIsRefused(t *testing.T) {
+	logs := &logBuffer{}
+	r := newRig(t, rigOptions{log: slog.New(slog.NewJSONHandler(logs, nil))})
+	// 1e20 is 4 characters as sent and 21 in canonical JSON (RFC 8785 writes
+	// numbers out), so ~220 KB grows to ~950 KB per content value, each
+	// under the content limit; two of them exceed NATS's 1 MiB.
+	numbers := strings.Repeat("1e20,", 45000) + "1"
+	body := []byte(`{"messagetype":"alp:meeting.request/v1","format":"text","subformat":"english","content":"hi","submessages":[` +
+		`{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"},` +
+		`{"label":"alp.body","format":"structured","subformat":"json","content":{"title":"secret-title-4711","n":[` + numbers + `]}},` +
+		`{"label":"bulk","format":"structured","subformat":"json","content":[` + numbers + `]}]}`)
+	if len(body) >= 1<<20 {
+		t.Fatalf("the request is %d bytes: it must be under the NLIP limit", len(body))
+	}
+	before := r.sendCount(t)
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", body, "Idempotency-Key", "big-1")
+	if e := apiError(t, reply); resp.StatusCode != http.StatusRequestEntityTooLarge || e["code"] != "envelope_too_large" ||
+		resp.Header.Get("Retry-After") != "" || strings.Contains(e["message"].(string), "retry") {
+		t.Fatalf("%d %v (Retry-After %q), want 413 envelope_too_large without retry advice", resp.StatusCode, e, resp.Header.Get("Retry-After"))
+	}
+	if n := r.sendCount(t); n != before {
+		t.Errorf("%d events stored", n-before)
+	}
+	log := logs.String()
+	if !strings.Contains(log, "envelope too large") || !strings.Contains(log, `"agent":"agent-1"`) || !strings.Contains(log, `"tenant":"example.org"`) {
+		t.Errorf("no warning naming the agent and tenant was logged:\n%.2000s", log)
+	}
+	if strings.Contains(log, "secret-title-4711") || strings.Contains(log, "100000000000000000000") {
+		t.Error("the log holds the message's content")
+	}
+}
+
+// TestAgentNMPTraceTextStaysOffTheStreams: the agent and action strings of
+// an agent's NMP trace are its own free text, which must not go onto the
+// streams in the clear (NMP headers are never sealed, so they would outlive
+// erasure); and the agent's entries follow ingress's own (issue 10,
+// finding 7).
+func TestAgentNMPTraceTextStaysOffTheStreams(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	part := `{"label":"nmp","format":"structured","subformat":"json","content":{"nmp_message":{"trace":[` +
+		`{"agent":"router-of-ana-private","action":"summarised the diary of ana","tokens":42},{"agent":"planner-x","tokens":8}]}}}`
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example", part))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %+v", resp.StatusCode, reply)
+	}
+	env := r.lastSend(t, result(t, reply)["envelope_id"].(string)).GetSendRequested().GetEnvelope()
+	h := envelope.NMP(env)
+	tr := h.GetTrace()
+	if len(tr) != 3 || tr[0].GetService() != "ingress" ||
+		tr[1].GetService() != nmp.AgentService || tr[1].GetAction() != "" || tr[1].GetTokens() != 42 ||
+		tr[2].GetService() != nmp.AgentService || tr[2].GetTokens() != 8 || h.GetBudget().GetTokensUsed() != 50 {
+		t.Errorf("trace %v, want ingress first, then the agent's two entries without their text", tr)
+	}
+	all := r.streamBytes(t)
+	for _, s := range []string{"router-of-ana-private", "summarised the diary", "planner-x"} {
+		if bytes.Contains(all, []byte(s)) {
+			t.Errorf("%q is on a stream in the clear", s)
+		}
+	}
+}
+
+// TestIdempotencyKeyStoredOnlyAsKeyedDigest: the agent's idempotency key
+// is not stored, and the envelope id derived from it cannot be recomputed
+// from the key without the sender's data key (issue 10, finding 12).
+func TestIdempotencyKeyStoredOnlyAsKeyedDigest(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	const key = "ik-clear-4711"
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example"), "Idempotency-Key", key)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %+v", resp.StatusCode, reply)
+	}
+	id := result(t, reply)["envelope_id"].(string)
+	sr := r.lastSend(t, id).GetSendRequested()
+	if sr.GetIdempotencyKey() != "" || len(sr.GetIdempotencyKeyDigest()) != 32 || len(sr.GetRequestDigest()) != 32 {
+		t.Errorf("SendRequested key %q, key digest %x, request digest %x: want no key and two 32-byte digests",
+			sr.GetIdempotencyKey(), sr.GetIdempotencyKeyDigest(), sr.GetRequestDigest())
+	}
+	if bytes.Contains(r.streamBytes(t), []byte(key)) {
+		t.Error("the idempotency key is on a stream in the clear")
+	}
+	// The id used to be a plain name-based UUID of (tenant, agent, key).
+	unkeyed := uuid.NewSHA1(uuid.MustParse("6f1d3c2a-4b5e-4f60-8a7b-9c0d1e2f3a4b"), []byte(tenant+"\x00agent-1\x00"+key)).String()
+	if id == unkeyed {
+		t.Error("the envelope id is an unkeyed hash of the idempotency key")
+	}
+}
+
+// TestIdempotencyKeyWithAnotherBodyIsRefused: a retry must repeat the
+// request; the same key for the same recipient and type but another body
+// is refused with 422 idempotency_body_mismatch, and nothing is stored
+// (issue 10, finding 12).
+func TestIdempotencyKeyWithAnotherBodyIsRefused(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	send := func(body string) []byte {
+		return []byte(`{"messagetype":"alp:meeting.request/v1","format":"text","subformat":"english","content":"hi","submessages":[` +
+			`{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"},` +
+			`{"label":"alp.body","format":"structured","subformat":"json","content":` + body + `}]}`)
+	}
+	_, first := r.post(t, "/nlip/", r.token, "application/json", send(`{"title":"Planning","minutes":30}`), "Idempotency-Key", "k-body")
+	id := result(t, first)["envelope_id"]
+	// The same body written differently is the same request (canonical JSON).
+	resp, again := r.post(t, "/nlip/", r.token, "application/json", send(`{ "minutes": 30.0, "title": "Planning" }`), "Idempotency-Key", "k-body")
+	if res := result(t, again); resp.StatusCode != http.StatusOK || res["envelope_id"] != id || res["duplicate"] != true {
+		t.Errorf("identical retry: %d %v", resp.StatusCode, res)
+	}
+	before := r.sendCount(t)
+	resp, other := r.post(t, "/nlip/", r.token, "application/json", send(`{"title":"Planning","minutes":45}`), "Idempotency-Key", "k-body")
+	if e := apiError(t, other); resp.StatusCode != http.StatusUnprocessableEntity || e["code"] != "idempotency_body_mismatch" {
+		t.Errorf("another body under the same key: %d %v", resp.StatusCode, e)
+	}
+	if n := r.sendCount(t); n != before {
+		t.Errorf("%d events stored for the refused retry", n-before)
 	}
 }

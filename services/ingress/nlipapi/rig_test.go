@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,11 +43,13 @@ type rig struct {
 type rigOptions struct {
 	services []string
 	nlip     nlipapi.Config
+	// log receives the broker's log (nil: discarded).
+	log *slog.Logger
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
-	br := brokertest.Start(t, broker.Config{Tenants: []string{tenant}, PublicURL: publicURL, Services: o.services, NLIP: o.nlip})
+	br := brokertest.StartLogged(t, broker.Config{Tenants: []string{tenant}, PublicURL: publicURL, Services: o.services, NLIP: o.nlip}, o.log)
 	js, err := jetstream.New(br.NC)
 	if err != nil {
 		t.Fatal(err)
@@ -229,4 +233,33 @@ func (r *rig) sendCount(t testing.TB) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Msgs
+}
+
+// logBuffer collects log output written from several goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// ownAPI serves another NLIP API with cfg over the rig's ingress, for tests
+// that read its WebSocket stats.
+func (r *rig) ownAPI(t testing.TB, cfg nlipapi.Config) (*nlipapi.API, *httptest.Server) {
+	t.Helper()
+	cfg.PublicURL = publicURL
+	api := nlipapi.New(r.b.Ingress(), cfg, nil)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return api, srv
 }

@@ -86,7 +86,6 @@ func (a *API) parseSend(p agentauth.Principal, m *nlip.Message, headerKey string
 			Trust: trust, TrustReason: reason},
 		IdempotencyKey: key,
 	}}
-	hdr := &nmpv1.NmpHeader{Trust: trust}
 	if sm, i, ok := find(m, labelNMP); ok {
 		raw, isJSON := sm.Content.JSON()
 		if !isJSON {
@@ -99,8 +98,11 @@ func (a *API) parseSend(p agentauth.Principal, m *nlip.Message, headerKey string
 			e.Pointer = fmt.Sprintf("/submessages/%d/content", i)
 			return nil, e
 		}
-		var ignored []nmp.Ignored
-		hdr, ignored = nmp.Apply(hdr, agent, a.cfg.NMP)
+		// Ingress merges the header after its own hop (Accept); merging it
+		// here on the credential's trust gives the same budget, signals and
+		// ignored parts, which the agent must hear about before anything is
+		// stored.
+		hdr, ignored := nmp.Apply(&nmpv1.NmpHeader{Trust: trust}, agent, a.cfg.NMP)
 		for _, ig := range ignored {
 			snd.ignored = append(snd.ignored, ig.String())
 		}
@@ -113,10 +115,10 @@ func (a *API) parseSend(p agentauth.Principal, m *nlip.Message, headerKey string
 			snd.conflicts = append(snd.conflicts, string(c.Kind)+": "+c.Message)
 		}
 		if hdr.GetTrust() < trust {
-			snd.sub.TrustCap, snd.sub.TrustCapReason = hdr.GetTrust(), "the agent's NMP header asked for lower trust"
+			snd.sub.TrustCap, snd.sub.TrustCapReason = agent.TrustCap()
 		}
+		snd.sub.AgentNMP, snd.sub.NMP = agent, a.cfg.NMP
 	}
-	envelope.SetNMP(env, hdr)
 	envelope.SetNLIP(env, header(m))
 	snd.sub.Envelope = env
 	return snd, nil
@@ -251,7 +253,10 @@ func (a *API) exchange(ctx context.Context, p agentauth.Principal, m *nlip.Messa
 	if aerr != nil {
 		return nil, 0, aerr
 	}
-	id := ingress.EnvelopeID(p.Tenant, p.AgentID, snd.sub.IdempotencyKey)
+	id, err := a.backend.EnvelopeID(ctx, snd.sub.Sender, snd.sub.IdempotencyKey)
+	if err != nil {
+		return nil, 0, classify(err)
+	}
 	snd.sub.EnvelopeID = id
 	w, err := a.backend.Await(p.Tenant, p.PersonID, id)
 	if err != nil {

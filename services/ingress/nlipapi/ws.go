@@ -2,6 +2,8 @@ package nlipapi
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -11,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/time/rate"
 
+	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/nlip"
 )
 
@@ -35,16 +38,27 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request, text bool) 
 		writeError(w, r, aerr)
 		return
 	}
-	if _, aerr := a.authenticate(r); aerr != nil {
+	p, aerr := a.authenticate(r)
+	if aerr != nil {
 		writeError(w, r, aerr)
 		return
 	}
+	release, aerr := a.ws.admit(p)
+	if aerr != nil {
+		writeError(w, r, aerr)
+		return
+	}
+	defer release()
 	// The origin was checked above, with our allow-list and an NLIP error.
+	// Compression stays off (the library's default): inflating would need
+	// a window per connection, and a small frame could grow large.
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept answered the handshake error itself.
 	}
 	defer c.CloseNow()
+	// The library ends a message past this with 1009; below it, the
+	// message's buffer is drawn from the shared budget (wsLimits.read).
 	c.SetReadLimit(int64(a.cfg.Message.MaxMessageBytes))
 	conn := &wsConn{api: a, c: c, frame: websocket.MessageBinary, media: mediaCBOR, authorization: r.Header.Get("Authorization"),
 		rate: rate.NewLimiter(rate.Limit(a.cfg.WSMessageRate.Limit), a.cfg.WSMessageRate.Burst)}
@@ -97,14 +111,22 @@ func (w *wsConn) serve(ctx context.Context) {
 		idle := time.AfterFunc(w.api.cfg.WSIdleTimeout, func() {
 			w.c.Close(websocket.StatusPolicyViolation, "idle timeout")
 		})
-		typ, data, err := w.c.Read(ctx)
+		typ, r, err := w.c.Reader(ctx)
 		idle.Stop()
 		if err != nil {
-			// Closed by the agent, the idle timer, or the library after a
-			// frame over the read limit (1009): nothing more to say.
+			// Closed by the agent or the idle timer: nothing more to say.
 			return
 		}
-		reply, closeWith := w.handle(ctx, typ, data)
+		reply, closeWith, err := w.handle(ctx, typ, r)
+		if err != nil {
+			// The connection failed mid-message: closed by the agent, the
+			// read timer, or the library after a frame over the read
+			// limit (1009).
+			return
+		}
+		if reply == nil {
+			continue // answered already
+		}
 		if err := w.write(ctx, reply); err != nil {
 			return
 		}
@@ -115,40 +137,95 @@ func (w *wsConn) serve(ctx context.Context) {
 	}
 }
 
-// handle answers one frame. closeWith, when set, ends the connection after
-// the reply (the credential no longer holds).
-func (w *wsConn) handle(ctx context.Context, typ websocket.MessageType, data []byte) (reply *nlip.Message, closeWith string) {
-	if typ != w.frame {
-		return errorMessage(newError(http.StatusUnsupportedMediaType, "wrong_frame_type",
-			"this endpoint takes one NLIP message (%s) per %s frame", w.media, w.frame)), ""
-	}
-	if !w.rate.Allow() {
-		e := newError(http.StatusTooManyRequests, "rate_limited", "too many messages on this connection; slow down")
-		e.RetryAfter = 1
-		return errorMessage(e), ""
-	}
-	// Tokens expire and get revoked while a connection lasts: check the
-	// credential for every message.
-	p, err := w.api.backend.Authenticator().Authenticate(ctx, w.authorization)
+// handle answers one message, whose first frame has arrived. closeWith,
+// when set, ends the connection after the reply (the credential no longer
+// holds); a nil reply was sent already; an error means the connection is
+// gone.
+func (w *wsConn) handle(ctx context.Context, typ websocket.MessageType, r io.Reader) (reply *nlip.Message, closeWith string, err error) {
+	// Once begun, a message must arrive whole in time: a sender that
+	// trickles a large frame holds a buffer, or at least a connection.
+	slow := time.AfterFunc(w.api.cfg.WSReadTimeout, func() {
+		w.c.Close(websocket.StatusPolicyViolation, "message not received within "+w.api.cfg.WSReadTimeout.String())
+	})
+	defer slow.Stop()
+	in, err := w.receive(ctx, typ, r)
 	if err != nil {
-		return errorMessage(classify(err)), "credential no longer valid"
+		return nil, "", err
 	}
-	if aerr := w.api.limits.allow(p, time.Now()); aerr != nil {
-		return errorMessage(aerr), ""
+	if in.refused != nil {
+		if in.closeWith != "" {
+			return errorMessage(in.refused), in.closeWith, nil
+		}
+		// Answer at once, then drop the rest of the message as it comes,
+		// keeping none of it.
+		if err := w.write(ctx, errorMessage(in.refused)); err != nil {
+			return nil, "", err
+		}
+		return nil, "", w.api.ws.discard(r)
 	}
-	m, err := decode(w.media, data, w.api.cfg.Message)
+	slow.Stop()
+	defer w.api.ws.give(personKey(in.p), in.held)
+	m, err := decode(w.media, in.data, w.api.cfg.Message)
 	if err != nil {
 		e := classify(err)
 		if w.media == mediaCBOR {
 			e.Message = cborFallback + " (" + e.Message + ")"
 		}
-		return errorMessage(e), ""
+		return errorMessage(e), "", nil
 	}
-	reply, _, aerr := w.api.exchange(ctx, p, m, "")
+	reply, _, aerr := w.api.exchange(ctx, in.p, m, "")
 	if aerr != nil {
-		return errorMessage(aerr), ""
+		return errorMessage(aerr), "", nil
 	}
-	return reply, ""
+	return reply, "", nil
+}
+
+// incoming is one message read whole, or why it was refused.
+type incoming struct {
+	p    agentauth.Principal
+	data []byte
+	// held is the buffer taken from the read budget, to give back once
+	// the message is handled.
+	held int64
+	// refused: the answer instead; the rest of the message is unread.
+	// closeWith, when set, ends the connection after it.
+	refused   *apiError
+	closeWith string
+}
+
+// receive reads the message from r after every check that needs only its
+// first frame (type, rates, credential), so a refused message is never
+// buffered. An error means the connection failed.
+func (w *wsConn) receive(ctx context.Context, typ websocket.MessageType, r io.Reader) (incoming, error) {
+	if typ != w.frame {
+		return incoming{refused: newError(http.StatusUnsupportedMediaType, "wrong_frame_type",
+			"this endpoint takes one NLIP message (%s) per %s frame", w.media, w.frame)}, nil
+	}
+	if !w.rate.Allow() {
+		e := newError(http.StatusTooManyRequests, "rate_limited", "too many messages on this connection; slow down")
+		e.RetryAfter = 1
+		return incoming{refused: e}, nil
+	}
+	// Tokens expire and get revoked while a connection lasts: check the
+	// credential for every message.
+	p, err := w.api.backend.Authenticator().Authenticate(ctx, w.authorization)
+	if err != nil {
+		return incoming{refused: classify(err), closeWith: "credential no longer valid"}, nil
+	}
+	if aerr := w.api.limits.allow(p, time.Now()); aerr != nil {
+		return incoming{refused: aerr}, nil
+	}
+	data, held, err := w.api.ws.read(personKey(p), r, int64(w.api.cfg.Message.MaxMessageBytes))
+	if errors.Is(err, errReadBudget) {
+		e := newError(http.StatusServiceUnavailable, "server_busy",
+			"the broker is receiving too many large WebSocket messages right now; send this one again in a moment")
+		e.RetryAfter = 1
+		return incoming{refused: e}, nil
+	}
+	if err != nil {
+		return incoming{}, err
+	}
+	return incoming{p: p, data: data, held: held}, nil
 }
 
 func (w *wsConn) write(ctx context.Context, m *nlip.Message) error {
