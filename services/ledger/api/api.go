@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/services/ledger/storage"
 )
@@ -94,7 +95,7 @@ func New(o Options) *API {
 	}
 	a := &API{backend: o.Backend, auth: o.Auth, sessions: o.Sessions, limits: o.Limits, log: o.Logger,
 		exports: make(chan struct{}, o.Limits.MaxExports)}
-	a.mux = a.routes()
+	a.mux = httproute.Handler(a.Routes())
 	return a
 }
 
