@@ -116,3 +116,13 @@ func (c *conn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+// CloseWrite half-closes a TCP connection: net/http sends its FIN this way
+// before it closes a connection whose request body it did not read, so the
+// client sees the answer rather than a reset.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

@@ -73,6 +73,9 @@ func TestConnectionsOverTheCapAreClosed(t *testing.T) {
 	first, second := dial(), dial()
 	s1, s2 := <-accepted, <-accepted
 	_, _ = first, second
+	if _, ok := s1.(interface{ CloseWrite() error }); !ok {
+		t.Error("an accepted connection cannot half-close (net/http's FIN before closing)")
+	}
 	third := dial()
 	if !closedByPeer(t, third) {
 		t.Fatal("a third connection from one address was kept")
