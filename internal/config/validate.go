@@ -482,7 +482,7 @@ func (c *Config) validateHTTP(bad func(path, format string, args ...any)) {
 			bad(d.path, "%s is out of range %s to %s", fmtDuration(d.v), fmtDuration(d.min), fmtDuration(d.max))
 		}
 	}
-	if h.ReadHeaderTimeout > h.ReadTimeout {
+	if h.ReadTimeout > 0 && h.ReadHeaderTimeout > h.ReadTimeout {
 		bad("http.read_header_timeout", "%s is longer than http.read_timeout (%s), which covers the header too", fmtDuration(h.ReadHeaderTimeout), fmtDuration(h.ReadTimeout))
 	}
 	// A send waits for policy's decision before it answers: the answer
