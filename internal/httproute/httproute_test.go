@@ -3,6 +3,7 @@ package httproute_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,10 +11,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/alpd-project/alpd/internal/httproute"
 )
@@ -283,5 +287,89 @@ func TestStreamingWriteDeadlineIsPerWrite(t *testing.T) {
 		t.Logf("the stalled client was dropped: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("a client that reads nothing is never dropped")
+	}
+}
+
+// TestStreamingHandlerOwnDeadlineStands: a streaming handler that sets its
+// own write deadline is not overridden by the progress deadline.
+func TestStreamingHandlerOwnDeadlineStands(t *testing.T) {
+	failed := make(chan error, 1)
+	srv := httptest.NewUnstartedServer(httproute.Handler([]httproute.Route{
+		{Method: http.MethodGet, Pattern: "/flood", Caller: httproute.Public, BodyLimit: httproute.NoBody, Streaming: true,
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+					failed <- err
+					return
+				}
+				chunk := make([]byte, 64<<10)
+				for {
+					if _, err := w.Write(chunk); err != nil {
+						failed <- err
+						return
+					}
+				}
+			})},
+	}))
+	srv.Config.WriteTimeout = time.Hour
+	srv.Start()
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /flood HTTP/1.1\r\nHost: x\r\n\r\n")
+	select {
+	case err := <-failed:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("write failed with %v, want the handler's deadline", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler's own deadline was overridden")
+	}
+}
+
+// TestStreamingRouteHijacks: a WebSocket on a streaming route upgrades
+// through the progress writer and outlives the server's write timeout.
+func TestStreamingRouteHijacks(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	srv := httptest.NewUnstartedServer(httproute.Handler([]httproute.Route{
+		{Method: http.MethodGet, Pattern: "/ws", Caller: httproute.Public, BodyLimit: httproute.NoBody, Streaming: true,
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				c, err := websocket.Accept(w, r, nil)
+				if err != nil {
+					return
+				}
+				defer c.CloseNow()
+				for {
+					typ, data, err := c.Read(r.Context())
+					if err != nil {
+						return
+					}
+					if err := c.Write(r.Context(), typ, data); err != nil {
+						return
+					}
+				}
+			})},
+	}))
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = timeout, timeout
+	srv.Start()
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	for i := range 3 {
+		time.Sleep(2 * timeout)
+		msg := fmt.Sprintf("ping %d", i)
+		if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatalf("write after %d timeouts: %v", 2*(i+1), err)
+		}
+		if _, data, err := c.Read(ctx); err != nil || string(data) != msg {
+			t.Fatalf("echo after %d timeouts: %q %v", 2*(i+1), data, err)
+		}
 	}
 }

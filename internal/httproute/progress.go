@@ -6,7 +6,9 @@ import (
 )
 
 // progressWriter gives every Write and Flush of a streaming answer the
-// server's write timeout from when it starts. The deadline is moved at most
+// server's write timeout from when it starts, until the handler sets a
+// write deadline of its own (through http.ResponseController), which then
+// stands. The deadline is moved at most
 // once a second (or a tenth of the timeout, if shorter): each move costs a
 // timer update, and that much less does not matter against the timeout.
 type progressWriter struct {
@@ -15,6 +17,7 @@ type progressWriter struct {
 	timeout time.Duration
 	every   time.Duration
 	moved   time.Time
+	own     bool
 }
 
 func newProgressWriter(w http.ResponseWriter, rc *http.ResponseController, timeout time.Duration) *progressWriter {
@@ -24,6 +27,9 @@ func newProgressWriter(w http.ResponseWriter, rc *http.ResponseController, timeo
 }
 
 func (p *progressWriter) extend() {
+	if p.own {
+		return
+	}
 	now := time.Now()
 	if now.Sub(p.moved) < p.every {
 		return
@@ -45,6 +51,13 @@ func (p *progressWriter) FlushError() error {
 
 // Flush serves handlers that assert http.Flusher.
 func (p *progressWriter) Flush() { _ = p.FlushError() }
+
+// SetWriteDeadline is what http.ResponseController.SetWriteDeadline calls
+// first: the handler's deadline replaces the progress deadline.
+func (p *progressWriter) SetWriteDeadline(d time.Time) error {
+	p.own = true
+	return p.rc.SetWriteDeadline(d)
+}
 
 // Unwrap lets http.ResponseController (and WebSocket libraries) reach the
 // connection, e.g. to hijack it.
