@@ -291,16 +291,20 @@ func TestStreamingWriteDeadlineIsPerWrite(t *testing.T) {
 }
 
 // TestStreamingHandlerOwnDeadlineStands: a streaming handler that sets its
-// own write deadline is not overridden by the progress deadline.
+// own write deadline is not overridden by the progress deadline (which is
+// moved at most once a second, so the handler's deadline lies beyond that).
 func TestStreamingHandlerOwnDeadlineStands(t *testing.T) {
 	failed := make(chan error, 1)
 	srv := httptest.NewUnstartedServer(httproute.Handler([]httproute.Route{
 		{Method: http.MethodGet, Pattern: "/flood", Caller: httproute.Public, BodyLimit: httproute.NoBody, Streaming: true,
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+				if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(3 * time.Second)); err != nil {
 					failed <- err
 					return
 				}
+				// Past the progress writer's step, so that a write would
+				// move the deadline if it ignored the handler's.
+				time.Sleep(1200 * time.Millisecond)
 				chunk := make([]byte, 64<<10)
 				for {
 					if _, err := w.Write(chunk); err != nil {
