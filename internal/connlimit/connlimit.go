@@ -66,10 +66,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		key := Key(ap.Addr())
 		if !l.acquire(key) {
-			_ = c.Close()
 			if l.onRefuse != nil {
 				l.onRefuse(key)
 			}
+			_ = c.Close()
 			continue
 		}
 		return &conn{Conn: c, release: func() { l.release(key) }}, nil
