@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/streams"
 )
 
@@ -18,19 +19,56 @@ import (
 // local service's streams and consumers are up; ?verbose=1, for operators
 // only, adds per-service detail and the streams), /metrics when a Gatherer
 // was injected, POST /v1/ops/trace (operator token, rate limited), and the
-// services' public endpoints.
+// public paths of the services running here. Each service mounts its own
+// routes with their body limits (httproute); this handler only picks the
+// service by path prefix.
 func (b *Broker) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", b.healthz)
-	mux.HandleFunc("GET /readyz", b.readyz)
-	mux.HandleFunc("POST /v1/ops/trace", b.ops.wrap(b.traceHandler))
+	mux := httproute.Handler(b.ownRoutes())
 	// Each service's public paths go to the service where it runs here; in
 	// split mode route them to that service's processes.
-	routes := []struct {
-		service string
-		paths   []string
-		handler func() http.Handler
-	}{
+	for _, svc := range b.servicePaths() {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next := svc.handler()
+			if next == nil {
+				writeError(w, http.StatusServiceUnavailable, svc.service+"_unavailable",
+					"the "+svc.service+" service does not run in this process or has not started")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+		for _, p := range svc.paths {
+			mux.Handle(p, h)
+		}
+	}
+	return mux
+}
+
+// ownRoutes are the broker's own endpoints.
+func (b *Broker) ownRoutes() []httproute.Route {
+	routes := []httproute.Route{
+		{Method: http.MethodGet, Pattern: "/healthz", Caller: httproute.Public, BodyLimit: httproute.NoBody,
+			Handler: http.HandlerFunc(b.healthz)},
+		{Method: http.MethodGet, Pattern: "/readyz", Handler: http.HandlerFunc(b.readyz), Caller: httproute.Public, BodyLimit: httproute.NoBody},
+		{Method: http.MethodPost, Pattern: "/v1/ops/trace", Handler: b.ops.wrap(b.traceHandler), Caller: httproute.Operator, BodyLimit: httproute.NoBody},
+	}
+	if b.deps.Gatherer != nil {
+		routes = append(routes, httproute.Route{Method: http.MethodGet, Pattern: "/metrics", Caller: httproute.Public,
+			BodyLimit: httproute.NoBody, Handler: promhttp.HandlerFor(b.deps.Gatherer, promhttp.HandlerOpts{})})
+	}
+	return routes
+}
+
+// servicePath is a service's public path prefixes and its handler here
+// (nil when it does not run in this process or has not started).
+type servicePath struct {
+	service string
+	paths   []string
+	handler func() http.Handler
+	routes  func() []httproute.Route
+}
+
+func (b *Broker) servicePaths() []servicePath {
+	return []servicePath{
 		// People's sign-in, the agents' authorization server, PATs.
 		{"identity", []string{"/signin", "/signin/", "/signout", "/oauth/", "/v1/admin/", "/v1/pats", "/v1/pats/", "/.well-known/"},
 			func() http.Handler {
@@ -38,35 +76,41 @@ func (b *Broker) Handler() http.Handler {
 					return id.Handler()
 				}
 				return nil
+			},
+			func() []httproute.Route {
+				if id := b.Identity(); id != nil {
+					return id.Routes()
+				}
+				return nil
 			}},
 		// Agents' NLIP door.
-		{"ingress", []string{"/nlip", "/nlip/"}, func() http.Handler {
-			if api := b.nlipAPI(); api != nil {
-				return api
-			}
-			return nil
-		}},
+		{"ingress", []string{"/nlip", "/nlip/"},
+			func() http.Handler {
+				if api := b.nlipAPI(); api != nil {
+					return api
+				}
+				return nil
+			},
+			func() []httproute.Route {
+				if api := b.nlipAPI(); api != nil {
+					return api.Routes()
+				}
+				return nil
+			}},
 		// A person's ledger: read and prove.
-		{"ledger", []string{"/v1/ledger", "/v1/ledger/"}, b.ledgerAPI},
+		{"ledger", []string{"/v1/ledger", "/v1/ledger/"}, b.ledgerAPI, b.ledgerRoutes},
 	}
-	for _, rt := range routes {
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next := rt.handler()
-			if next == nil {
-				writeError(w, http.StatusServiceUnavailable, rt.service+"_unavailable",
-					"the "+rt.service+" service does not run in this process or has not started")
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-		for _, p := range rt.paths {
-			mux.Handle(p, h)
-		}
+}
+
+// Routes are every HTTP route this process serves once started: the
+// broker's own and those of the services running here, each with who may
+// call it and its body limit.
+func (b *Broker) Routes() []httproute.Route {
+	routes := b.ownRoutes()
+	for _, svc := range b.servicePaths() {
+		routes = append(routes, svc.routes()...)
 	}
-	if b.deps.Gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(b.deps.Gatherer, promhttp.HandlerOpts{}))
-	}
-	return mux
+	return routes
 }
 
 // healthz answers whether the process can still work. A NATS connection

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/signin"
@@ -44,6 +45,19 @@ func (b *Broker) ledgerAPI() http.Handler {
 	for _, s := range svcs {
 		if l, ok := s.(*ledger.Service); ok {
 			return l.APIHandler()
+		}
+	}
+	return nil
+}
+
+// ledgerRoutes are the local ledger's read API routes (nil like ledgerAPI).
+func (b *Broker) ledgerRoutes() []httproute.Route {
+	b.mu.Lock()
+	svcs := b.services
+	b.mu.Unlock()
+	for _, s := range svcs {
+		if l, ok := s.(*ledger.Service); ok {
+			return l.APIRoutes()
 		}
 	}
 	return nil

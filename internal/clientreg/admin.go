@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/signin"
 )
@@ -134,12 +135,7 @@ func adminView(c identitystore.Client, secret, method string) AdminClient {
 // Mount it for "/v1/admin/clients" and "/v1/admin/clients/". Answers 401
 // without a session, 403 for a missing CSRF token or role; errors are
 // {"error":{"code","message"}}.
-func (reg *Registrar) AdminHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc(PathAdminClients, reg.serveRegisterClient)
-	mux.HandleFunc(PathAdminAttestation, reg.serveAttestation)
-	return mux
-}
+func (reg *Registrar) AdminHandler() http.Handler { return httproute.Handler(reg.AdminRoutes()) }
 
 // admin authenticates a state-changing admin request: session (401), CSRF
 // (403), role (403).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -123,27 +124,7 @@ func patInfo(p identitystore.PAT, now time.Time) PATInfo {
 // Mount it for "/v1/pats" and "/v1/pats/". Answers 401 without a session
 // (also for GET: this is an API, not a page), 403 without CSRF token, 404
 // for another person's token.
-func (reg *Registrar) PATHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc(PathPATs, func(w http.ResponseWriter, r *http.Request) {
-		switch r.Method {
-		case http.MethodPost:
-			reg.serveIssuePAT(w, r)
-		case http.MethodGet, http.MethodHead:
-			reg.serveListPATs(w, r)
-		default:
-			methodNotAllowed(w, http.MethodGet, http.MethodPost)
-		}
-	})
-	mux.HandleFunc(PathPAT, func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodDelete {
-			methodNotAllowed(w, http.MethodDelete)
-			return
-		}
-		reg.serveRevokePAT(w, r)
-	})
-	return mux
-}
+func (reg *Registrar) PATHandler() http.Handler { return httproute.Handler(reg.PATRoutes()) }
 
 func (reg *Registrar) serveIssuePAT(w http.ResponseWriter, r *http.Request) {
 	sess, ok := reg.person(w, r, true)

@@ -94,6 +94,19 @@ type HTTP struct {
 	// PublicURL is how agents, browsers and other brokers reach this
 	// listener (scheme://host[:port], no path). Empty: http://<addr>.
 	PublicURL string `yaml:"public_url"`
+	// ReadHeaderTimeout bounds reading a request's header; ReadTimeout
+	// its header and body.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	ReadTimeout       time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing an answer (for streams: each write).
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout closes a keep-alive connection that sends no request.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes bounds a request's header (request line included).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxConnsPerAddress caps the connections one client address (IPv6:
+	// one /64) holds open at once; 0 turns the cap off.
+	MaxConnsPerAddress int `yaml:"max_conns_per_address"`
 }
 
 // Identity configures how people sign in (see docs/identity.md).
@@ -317,9 +330,11 @@ type Bus struct {
 // valid on its own: a broker must be told which domains it serves.
 func Default() Config {
 	return Config{
-		Broker:   Broker{Name: "alpd"},
-		DataDir:  "./data",
-		HTTP:     HTTP{Addr: "127.0.0.1:8080"},
+		Broker:  Broker{Name: "alpd"},
+		DataDir: "./data",
+		HTTP: HTTP{Addr: "127.0.0.1:8080", ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+			MaxConnsPerAddress: 64},
 		NATS:     NATS{Replicas: 1},
 		GRPC:     GRPC{Listen: "127.0.0.1:9090"},
 		Keystore: Keystore{Backend: "file"},

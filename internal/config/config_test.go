@@ -119,6 +119,13 @@ func TestValidateRules(t *testing.T) {
 		{"http addr no port", func(c *Config) { c.HTTP.Addr = "localhost" }, `config: http.addr: "localhost" is not host:port`, ""},
 		{"http addr port range", func(c *Config) { c.HTTP.Addr = "127.0.0.1:65536" }, "config: http.addr:", ""},
 		{"http addr port name", func(c *Config) { c.HTTP.Addr = "127.0.0.1:http" }, "config: http.addr:", ""},
+		{"http read timeout zero", func(c *Config) { c.HTTP.ReadTimeout = 0 }, "config: http.read_timeout: 0s is out of range 100ms to 1h", ""},
+		{"http idle timeout zero", func(c *Config) { c.HTTP.IdleTimeout = 0 }, "config: http.idle_timeout:", ""},
+		{"http header timeout over read", func(c *Config) { c.HTTP.ReadHeaderTimeout = time.Minute }, "config: http.read_header_timeout: 1m is longer than http.read_timeout", ""},
+		{"http write timeout under the decision wait", func(c *Config) { c.HTTP.WriteTimeout = 2 * time.Second },
+			"config: http.write_timeout: 2s must be longer than nlip.decision_wait (3s)", ""},
+		{"http header bytes", func(c *Config) { c.HTTP.MaxHeaderBytes = 100 }, "config: http.max_header_bytes: 100 is out of range", ""},
+		{"http conns negative", func(c *Config) { c.HTTP.MaxConnsPerAddress = -1 }, "config: http.max_conns_per_address:", ""},
 		{"nats url scheme", func(c *Config) {
 			c.NATS.URLs = []string{"nats://a:4222", "ftp://x"}
 			c.NATS.Replicas = 1
@@ -891,5 +898,20 @@ func TestDocs(t *testing.T) {
 		if !strings.Contains(doc, e.name) {
 			t.Errorf("docs/configuration.md does not mention %s", e.name)
 		}
+	}
+}
+
+func TestHTTPLimitsFromFile(t *testing.T) {
+	c, err := Parse([]byte("http:\n  read_timeout: 45s\n  idle_timeout: 2m\n  max_header_bytes: 16384\n  max_conns_per_address: 0\n"), "alpd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.HTTP
+	if h.ReadTimeout != 45*time.Second || h.IdleTimeout != 2*time.Minute || h.MaxHeaderBytes != 16384 || h.MaxConnsPerAddress != 0 ||
+		h.ReadHeaderTimeout != Default().HTTP.ReadHeaderTimeout || h.WriteTimeout != Default().HTTP.WriteTimeout {
+		t.Fatalf("http section: %+v", h)
+	}
+	if _, err := Parse([]byte("http:\n  write_timeout: 60\n"), "alpd.yaml"); err == nil || !strings.Contains(err.Error(), "http.write_timeout") {
+		t.Fatalf("a duration without unit: %v", err)
 	}
 }

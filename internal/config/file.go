@@ -48,7 +48,7 @@ func Parse(data []byte, source string) (Config, error) {
 type fileConfig struct {
 	Broker   Broker       `yaml:"broker"`
 	DataDir  string       `yaml:"data_dir"`
-	HTTP     HTTP         `yaml:"http"`
+	HTTP     fileHTTP     `yaml:"http"`
 	NATS     NATS         `yaml:"nats"`
 	GRPC     GRPC         `yaml:"grpc"`
 	Keystore Keystore     `yaml:"keystore"`
@@ -83,6 +83,29 @@ func (f fileIdentity) config() Identity {
 	return Identity{IdPs: f.IdPs, TestIdP: f.TestIdP, DCR: DCR{
 		MaxUnusedClients: f.DCR.MaxUnusedClients, MaxUnusedClientsPerTenant: f.DCR.MaxUnusedClientsPerTenant,
 		UnusedClientTTL: time.Duration(f.DCR.UnusedClientTTL), SweepInterval: time.Duration(f.DCR.SweepInterval)}}
+}
+
+type fileHTTP struct {
+	Addr               string   `yaml:"addr"`
+	PublicURL          string   `yaml:"public_url"`
+	ReadHeaderTimeout  duration `yaml:"read_header_timeout"`
+	ReadTimeout        duration `yaml:"read_timeout"`
+	WriteTimeout       duration `yaml:"write_timeout"`
+	IdleTimeout        duration `yaml:"idle_timeout"`
+	MaxHeaderBytes     int      `yaml:"max_header_bytes"`
+	MaxConnsPerAddress int      `yaml:"max_conns_per_address"`
+}
+
+func (h HTTP) file() fileHTTP {
+	return fileHTTP{Addr: h.Addr, PublicURL: h.PublicURL, ReadHeaderTimeout: duration(h.ReadHeaderTimeout),
+		ReadTimeout: duration(h.ReadTimeout), WriteTimeout: duration(h.WriteTimeout), IdleTimeout: duration(h.IdleTimeout),
+		MaxHeaderBytes: h.MaxHeaderBytes, MaxConnsPerAddress: h.MaxConnsPerAddress}
+}
+
+func (f fileHTTP) config() HTTP {
+	return HTTP{Addr: f.Addr, PublicURL: f.PublicURL, ReadHeaderTimeout: time.Duration(f.ReadHeaderTimeout),
+		ReadTimeout: time.Duration(f.ReadTimeout), WriteTimeout: time.Duration(f.WriteTimeout), IdleTimeout: time.Duration(f.IdleTimeout),
+		MaxHeaderBytes: f.MaxHeaderBytes, MaxConnsPerAddress: f.MaxConnsPerAddress}
 }
 
 type fileLedger struct {
@@ -198,7 +221,7 @@ var durationType = reflect.TypeFor[duration]()
 
 func toFile(c Config) fileConfig {
 	f := fileConfig{
-		Broker: c.Broker, DataDir: c.DataDir, HTTP: c.HTTP, NATS: c.NATS,
+		Broker: c.Broker, DataDir: c.DataDir, HTTP: c.HTTP.file(), NATS: c.NATS,
 		GRPC: c.GRPC, Keystore: c.Keystore, Log: c.Log, Ops: c.Ops, Identity: c.Identity.file(),
 		NLIP: c.NLIP.file(), Ledger: c.Ledger.file(),
 		Bus: fileBus{
@@ -223,7 +246,7 @@ func toFile(c Config) fileConfig {
 
 func (f fileConfig) config() Config {
 	return Config{
-		Broker: f.Broker, DataDir: f.DataDir, HTTP: f.HTTP, NATS: f.NATS,
+		Broker: f.Broker, DataDir: f.DataDir, HTTP: f.HTTP.config(), NATS: f.NATS,
 		GRPC: f.GRPC, Keystore: f.Keystore, Log: f.Log, Ops: f.Ops, Identity: f.Identity.config(),
 		NLIP: f.NLIP.config(), Ledger: f.Ledger.config(),
 		Bus: Bus{

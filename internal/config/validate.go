@@ -221,6 +221,7 @@ func (c *Config) validate() []fieldError {
 	if c.Ops.TracePerMinute < 1 || c.Ops.TracePerMinute > 6000 {
 		bad("ops.trace_per_minute", "%d is out of range 1 to 6000", c.Ops.TracePerMinute)
 	}
+	c.validateHTTP(bad)
 	c.validateNLIP(bad)
 	c.validateLedger(bad)
 	c.validateDCR(bad)
@@ -487,6 +488,39 @@ func fmtDuration(d time.Duration) string {
 		s = s[:len(s)-2]
 	}
 	return s
+}
+
+// validateHTTP checks the HTTP server's limits and timeouts.
+func (c *Config) validateHTTP(bad func(path, format string, args ...any)) {
+	h := c.HTTP
+	for _, d := range []struct {
+		path     string
+		v        time.Duration
+		min, max time.Duration
+	}{
+		{"http.read_header_timeout", h.ReadHeaderTimeout, 100 * time.Millisecond, 10 * time.Minute},
+		{"http.read_timeout", h.ReadTimeout, 100 * time.Millisecond, time.Hour},
+		{"http.write_timeout", h.WriteTimeout, 100 * time.Millisecond, time.Hour},
+		{"http.idle_timeout", h.IdleTimeout, 100 * time.Millisecond, 24 * time.Hour},
+	} {
+		if d.v < d.min || d.v > d.max {
+			bad(d.path, "%s is out of range %s to %s", fmtDuration(d.v), fmtDuration(d.min), fmtDuration(d.max))
+		}
+	}
+	if h.ReadTimeout > 0 && h.ReadHeaderTimeout > h.ReadTimeout {
+		bad("http.read_header_timeout", "%s is longer than http.read_timeout (%s), which covers the header too", fmtDuration(h.ReadHeaderTimeout), fmtDuration(h.ReadTimeout))
+	}
+	// A send waits for policy's decision before it answers: the answer
+	// must still fit in the write timeout.
+	if h.WriteTimeout > 0 && c.NLIP.DecisionWait >= h.WriteTimeout {
+		bad("http.write_timeout", "%s must be longer than nlip.decision_wait (%s): a send answers after waiting that long", fmtDuration(h.WriteTimeout), fmtDuration(c.NLIP.DecisionWait))
+	}
+	if h.MaxHeaderBytes < 4<<10 || h.MaxHeaderBytes > 1<<20 {
+		bad("http.max_header_bytes", "%d is out of range %d to %d", h.MaxHeaderBytes, 4<<10, 1<<20)
+	}
+	if h.MaxConnsPerAddress < 0 || h.MaxConnsPerAddress > 1_000_000 {
+		bad("http.max_conns_per_address", "%d is out of range 0 (no cap) to 1000000", h.MaxConnsPerAddress)
+	}
 }
 
 // validateNLIP checks the nlip section's ranges.

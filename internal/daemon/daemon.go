@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,6 +37,7 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/config"
+	"github.com/alpd-project/alpd/internal/connlimit"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/loopback"
@@ -167,11 +169,45 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 	if err != nil {
 		return nil, err
 	}
-	if d.httpLis, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
+	lis, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
 		return nil, fmt.Errorf("http.addr %s: %w", cfg.HTTP.Addr, err)
 	}
-	d.http = &http.Server{Handler: d.broker.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	d.httpLis = capConnections(lis, cfg.HTTP.MaxConnsPerAddress, reg, log)
+	d.http = newHTTPServer(cfg.HTTP, d.broker.Handler())
 	return d, nil
+}
+
+// newHTTPServer is the public HTTP server with the http section's timeouts
+// and header limit; each route adds its body limit (internal/httproute).
+func newHTTPServer(c config.HTTP, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadTimeout,
+		WriteTimeout:      c.WriteTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    c.MaxHeaderBytes,
+	}
+}
+
+// capConnections caps the connections per client address on lis, counting
+// refusals in alpd_http_connections_refused_total and warning at most once
+// a minute.
+func capConnections(lis net.Listener, max int, reg prometheus.Registerer, log *slog.Logger) net.Listener {
+	refused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "alpd_http_connections_refused_total",
+		Help: "HTTP connections closed on accept because their client address held http.max_conns_per_address already.",
+	})
+	reg.MustRegister(refused)
+	warn := &rate.Sometimes{Interval: time.Minute}
+	return connlimit.New(lis, max, func(key netip.Prefix) {
+		refused.Inc()
+		warn.Do(func() {
+			log.Warn("http: a client address holds http.max_conns_per_address connections; refusing more",
+				"address", key.String(), "max", max)
+		})
+	})
 }
 
 func (d *Daemon) connectNATS(service string) error {

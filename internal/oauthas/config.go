@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/loopback"
@@ -208,9 +209,10 @@ type Deps struct {
 	// Recheck re-checks the person with their IdP on each refresh; nil
 	// means no re-check is configured.
 	Recheck PersonRechecker
-	// Registration, when set, serves dynamic client registration of a
-	// tenant at <issuer>/register (internal/clientreg's DCRHandler).
-	Registration func(tenant string) http.Handler
+	// Registration, when set, is the route of a tenant's dynamic client
+	// registration, mounted at <issuer>/register with its body limit
+	// (internal/clientreg's DCRRoute).
+	Registration func(tenant string) httproute.Route
 	// Logger; nil discards. Tokens, codes and secrets are never logged.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.

@@ -29,6 +29,7 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
@@ -238,11 +239,12 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	}
 
 	deps := oauthas.Deps{Store: h.store, Keys: h.keys, Sessions: sessions, Codes: h.kv, Recheck: h.recheck, Logger: log}
-	deps.Registration = func(tenant string) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(http.StatusCreated)
-			_, _ = io.WriteString(w, "registration stub of "+tenant)
-		})
+	deps.Registration = func(tenant string) httproute.Route {
+		return httproute.Route{Caller: httproute.Public, BodyLimit: 1 << 10,
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, "registration stub of "+tenant)
+			})}
 	}
 	if o.noRecheck {
 		deps.Recheck = nil

@@ -19,6 +19,7 @@ import (
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/httproute"
 )
 
 // Server is the authorization servers of all hosted tenants. It is safe for
@@ -33,6 +34,7 @@ type Server struct {
 	verifiers []*accesstoken.Verifier // one per resource, for revocation
 	codes     codeStore
 	tenants   map[string]*tenantAS
+	routes    []httproute.Route
 	handler   http.Handler
 }
 
@@ -92,7 +94,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 			Revocations: deps.Store, Now: s.now,
 		})
 	}
-	s.handler = s.buildHandler()
+	s.routes = s.buildRoutes()
+	s.handler = httproute.Handler(s.routes)
 	return s, nil
 }
 
@@ -144,11 +147,19 @@ func (s *Server) Patterns() []string {
 // /.well-known/oauth-authorization-server/oauth/<tenant>, and the RFC 9728
 // protected resource metadata at /.well-known/oauth-protected-resource (and
 // /.well-known/oauth-protected-resource<path> for each resource with a
-// path).
+// path): its Routes.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-func (s *Server) buildHandler() http.Handler {
-	mux := http.NewServeMux()
+// ConsentBody bounds the consent form: the authorization request it carries
+// back (its query, form-encoded once more), the CSRF token and the decision.
+const ConsentBody int64 = 32 << 10
+
+// Routes are every route Handler serves, with their body limits. op parses
+// the token, revocation and authorization requests with ParseForm, which
+// reads up to 10 MB; the route's limit applies before it.
+func (s *Server) Routes() []httproute.Route { return slices.Clone(s.routes) }
+
+func (s *Server) buildRoutes() []httproute.Route {
 	endpoints := op.Endpoints{
 		Authorization: op.NewEndpoint(PathAuthorize),
 		Token:         op.NewEndpoint(PathToken),
@@ -162,29 +173,55 @@ func (s *Server) buildHandler() http.Handler {
 		AllowedMethods: []string{http.MethodGet, http.MethodHead, http.MethodPost},
 		AllowedHeaders: []string{"Authorization", "Content-Type", "Accept", "MCP-Protocol-Version"},
 	}
+	public := func(pattern string, h http.Handler, limit int64) httproute.Route {
+		rt := httproute.Route{Pattern: pattern, Handler: h, Caller: httproute.Public, BodyLimit: limit}
+		if limit > 0 {
+			rt.TooLarge = oauthTooLarge
+		}
+		return rt
+	}
+	var routes []httproute.Route
 	for _, t := range slices.Sorted(maps.Keys(s.tenants)) {
 		ts := s.tenants[t]
 		prefix := PathPrefix + t
-		h := op.RegisterServer(ts, endpoints,
+		opH := noStore(http.StripPrefix(prefix, methodGuard(op.RegisterServer(ts, endpoints,
 			op.WithEncoder(issEncoder{inner: oidc.NewEncoder(), iss: ts.issuer}),
-			op.WithServerCORSOptions(corsOpts))
-		mux.Handle(prefix+"/", noStore(http.StripPrefix(prefix, methodGuard(h))))
-		mux.Handle(prefix+PathConsent, noStore(ts.consentHandler()))
+			op.WithServerCORSOptions(corsOpts)))))
+		routes = append(routes,
+			public(prefix+PathToken, opH, httproute.FormBody),
+			public(prefix+PathRevoke, opH, httproute.FormBody),
+			public(prefix+PathAuthorize, opH, httproute.FormBody),
+			public(prefix+PathJWKS, opH, httproute.NoBody),
+			public(prefix+oidc.DiscoveryEndpoint, opH, httproute.NoBody),
+			// The rest of op's routes (its probes) and its not-found answer.
+			public(prefix+"/", opH, httproute.NoBody),
+			httproute.Route{Pattern: prefix + PathConsent, Handler: noStore(ts.consentHandler()),
+				Caller: httproute.Person, BodyLimit: ConsentBody},
+			public(WellKnownAS+prefix, metadataHandler(func() any { return ts.metadata() }), httproute.NoBody),
+		)
 		if s.deps.Registration != nil {
-			if reg := s.deps.Registration(t); reg != nil {
-				mux.Handle(prefix+PathRegister, reg)
+			if reg := s.deps.Registration(t); reg.Handler != nil {
+				reg.Pattern = prefix + PathRegister
+				routes = append(routes, reg)
 			}
 		}
-		mux.Handle(WellKnownAS+prefix, metadataHandler(func() any { return ts.metadata() }))
 	}
-	mux.Handle(WellKnownResource, metadataHandler(func() any { return s.resourceMetadata(s.cfg.Resource) }))
+	routes = append(routes, public(WellKnownResource, metadataHandler(func() any { return s.resourceMetadata(s.cfg.Resource) }), httproute.NoBody))
 	for _, r := range s.cfg.Resources {
 		u, _ := url.Parse(r)
 		if p := u.EscapedPath(); p != "" && p != "/" {
-			mux.Handle(WellKnownResource+p, metadataHandler(func() any { return s.resourceMetadata(r) }))
+			routes = append(routes, public(WellKnownResource+p, metadataHandler(func() any { return s.resourceMetadata(r) }), httproute.NoBody))
 		}
 	}
-	return mux
+	return routes
+}
+
+// oauthTooLarge answers a refused body as an OAuth error (RFC 6749 §5.2),
+// which is what OAuth clients parse.
+func oauthTooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+	w.Header().Set("Cache-Control", "no-store")
+	op.WriteError(w, r, op.NewStatusError(oidc.ErrInvalidRequest().WithDescription("the request body exceeds %d bytes", limit),
+		http.StatusRequestEntityTooLarge), nil)
 }
 
 // noStore marks every answer of the authorization endpoints as not to be

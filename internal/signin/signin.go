@@ -61,6 +61,8 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/client/rp"
 	httphelper "github.com/zitadel/oidc/v3/pkg/http"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
+
+	"github.com/alpd-project/alpd/internal/httproute"
 )
 
 // Binder binds a person signed in at (issuer, subject) of a tenant to an
@@ -188,17 +190,22 @@ func New(ctx context.Context, cfg Config, binder Binder, keeper RefreshKeeper) (
 		return nil, err
 	}
 
-	mux := http.NewServeMux()
-	mux.HandleFunc(PathSignIn, s.serveSignIn)
-	mux.HandleFunc(PathCallback+"{tenant}", s.serveCallback)
-	mux.HandleFunc(PathSignOut, s.serveSignOut)
-	mux.HandleFunc("GET "+PathSession, s.serveSession)
-	s.mux = mux
+	s.mux = httproute.Handler(s.Routes())
 	return s, nil
 }
 
-// Handler serves GET /signin, GET /signin/callback/{tenant} and
-// POST /signout. Mount it at the root of PublicURL for the patterns
+// Routes are GET /signin, GET /signin/callback/{tenant}, POST /signout and
+// GET /signin/session. Only sign-out takes a body: its small form.
+func (s *Service) Routes() []httproute.Route {
+	return []httproute.Route{
+		{Pattern: PathSignIn, Handler: http.HandlerFunc(s.serveSignIn), Caller: httproute.Public, BodyLimit: httproute.NoBody},
+		{Pattern: PathCallback + "{tenant}", Handler: http.HandlerFunc(s.serveCallback), Caller: httproute.Public, BodyLimit: httproute.NoBody},
+		{Pattern: PathSignOut, Handler: http.HandlerFunc(s.serveSignOut), Caller: httproute.Public, BodyLimit: httproute.FormBody},
+		{Method: http.MethodGet, Pattern: PathSession, Handler: http.HandlerFunc(s.serveSession), Caller: httproute.Person, BodyLimit: httproute.NoBody},
+	}
+}
+
+// Handler serves Routes. Mount it at the root of PublicURL for the patterns
 // "/signin", "/signin/" and "/signout" (or for "/" if nothing else is
 // served there).
 func (s *Service) Handler() http.Handler { return s.mux }

@@ -243,7 +243,10 @@ func (idp *IdP) Serve(ln net.Listener) error {
 	}
 	idp.issuerMu.Unlock()
 
-	srv := &http.Server{Handler: idp.handler, ReadHeaderTimeout: 10 * time.Second}
+	// A test tool, but it listens on a port: the same kind of bounds as
+	// alpd's own server (no body it takes is larger than a login form).
+	srv := &http.Server{Handler: http.MaxBytesHandler(idp.handler, maxBody), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
 	idp.srv = srv
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -253,6 +256,10 @@ func (idp *IdP) Serve(ln net.Listener) error {
 	idp.log.Info("testidp: serving", "issuer", idp.Issuer(), "addr", ln.Addr().String())
 	return nil
 }
+
+// maxBody bounds every request body the test IdP reads (login and token
+// forms).
+const maxBody = 64 << 10
 
 // Close stops the server started by Start or Serve, closing its listener and
 // connections. It is safe to call more than once.

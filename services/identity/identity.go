@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,6 +25,7 @@ import (
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/clientreg"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natsauth"
@@ -44,6 +46,7 @@ type Service struct {
 	signin    *signin.Service
 	recheck   *Rechecker
 	http      http.Handler
+	routes    []httproute.Route
 	registrar *clientreg.Registrar
 	sweeper   *ClientSweeper
 }
@@ -210,7 +213,12 @@ func (s *Service) SignIn() *signin.Service { return s.signin }
 // Recheck is the IdP re-check for agent refreshes (nil without IdPs).
 func (s *Service) Recheck() *Rechecker { return s.recheck }
 
-// Handler serves identity's public HTTP endpoints: people's sign-in.
+// Routes are identity's public HTTP routes (nil before Start): people's
+// sign-in, the agents' authorization servers, client registration and
+// personal access tokens.
+func (s *Service) Routes() []httproute.Route { return slices.Clone(s.routes) }
+
+// Handler serves identity's public HTTP endpoints: its Routes.
 func (s *Service) Handler() http.Handler {
 	if s.http == nil {
 		return http.NotFoundHandler()
@@ -246,7 +254,7 @@ func (s *Service) authorizationServer(ctx context.Context, reg *clientreg.Regist
 		Sessions:     s.signin,
 		Codes:        codes,
 		Recheck:      s.recheck,
-		Registration: reg.DCRHandler,
+		Registration: reg.DCRRoute,
 		Logger:       s.Logger,
 	})
 	if err != nil {
@@ -256,13 +264,10 @@ func (s *Service) authorizationServer(ctx context.Context, reg *clientreg.Regist
 }
 
 func (s *Service) buildHTTP(ctx context.Context) error {
-	mux := http.NewServeMux()
+	var routes []httproute.Route
 	cfg := s.opts.DynamicClients.registrarConfig(clientreg.Config{Store: s.store, Bus: s.Bus, Scopes: Scopes(), Logger: s.Logger})
 	if s.signin != nil {
-		h := s.signin.Handler()
-		mux.Handle("/signin", h)
-		mux.Handle("/signin/", h)
-		mux.Handle("/signout", h)
+		routes = append(routes, s.signin.Routes()...)
 		cfg.Sessions = s.signin
 	}
 	reg, err := clientreg.New(cfg)
@@ -276,21 +281,22 @@ func (s *Service) buildHTTP(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for _, p := range as.Patterns() {
-			mux.Handle(p, as.Handler())
-		}
+		routes = append(routes, as.Routes()...)
 	} else {
 		for _, t := range s.Tenants {
-			mux.Handle("/oauth/"+t+"/register", reg.DCRHandler(t))
+			routes = append(routes, reg.DCRRoute(t))
 		}
 	}
 	if s.signin != nil {
-		mux.Handle("/v1/admin/clients", reg.AdminHandler())
-		mux.Handle("/v1/admin/clients/", reg.AdminHandler())
-		mux.Handle("/v1/pats", reg.PATHandler())
-		mux.Handle("/v1/pats/", reg.PATHandler())
+		routes = append(routes, reg.AdminRoutes()...)
+		routes = append(routes, reg.PATRoutes()...)
+	}
+	mux := http.NewServeMux()
+	if err := httproute.Mount(mux, routes); err != nil {
+		return fmt.Errorf("identity: %w", err)
 	}
 	s.registrar = reg
+	s.routes = routes
 	s.http = mux
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	ledgerv1 "github.com/alpd-project/alpd/gen/alp/ledger/v1"
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/services/ledger/api"
 )
 
@@ -67,6 +68,14 @@ func (s *Service) ServeAPI(ctx context.Context, o APIOptions) {
 func (s *Service) APIHandler() http.Handler {
 	if a := s.reads.api.Load(); a != nil {
 		return a
+	}
+	return nil
+}
+
+// APIRoutes are APIHandler's routes; nil until ServeAPI.
+func (s *Service) APIRoutes() []httproute.Route {
+	if a := s.reads.api.Load(); a != nil {
+		return a.Routes()
 	}
 	return nil
 }

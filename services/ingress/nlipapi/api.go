@@ -21,6 +21,7 @@ import (
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/nlip"
 	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/services/ingress"
@@ -161,13 +162,40 @@ func New(b Backend, cfg Config, log *slog.Logger) *API {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &API{backend: b, cfg: cfg, log: log, limits: newLimiters(cfg), ws: newWSLimits(cfg), mux: http.NewServeMux()}
-	a.mux.HandleFunc("/nlip", a.serveMessage)
-	a.mux.HandleFunc("/nlip/", a.serveMessage)
-	a.mux.HandleFunc("/nlip/envelopes/{id}", a.serveEnvelope)
-	a.mux.HandleFunc("/nlip/ws", func(w http.ResponseWriter, r *http.Request) { a.serveWebSocket(w, r, false) })
-	a.mux.HandleFunc("/nlip/ws/text", func(w http.ResponseWriter, r *http.Request) { a.serveWebSocket(w, r, true) })
+	a := &API{backend: b, cfg: cfg, log: log, limits: newLimiters(cfg), ws: newWSLimits(cfg)}
+	a.mux = httproute.Handler(a.Routes())
 	return a
+}
+
+// Routes are the NLIP routes. A message's body is bounded by the configured
+// NLIP message size and refused as an NLIP error; the WebSockets stream and
+// bound their frames themselves.
+func (a *API) Routes() []httproute.Route {
+	message := httproute.Route{Handler: http.HandlerFunc(a.serveMessage), Caller: httproute.Agent,
+		BodyLimit: int64(a.cfg.Message.MaxMessageBytes)}
+	at := func(rt httproute.Route, pattern string) httproute.Route { rt.Pattern = pattern; return rt }
+	routes := []httproute.Route{
+		at(message, "/nlip"),
+		at(message, "/nlip/"),
+		{Pattern: "/nlip/envelopes/{id}", Handler: http.HandlerFunc(a.serveEnvelope), Caller: httproute.Agent, BodyLimit: httproute.NoBody},
+		{Pattern: "/nlip/ws", Caller: httproute.Agent, BodyLimit: httproute.NoBody, Streaming: true,
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.serveWebSocket(w, r, false) })},
+		{Pattern: "/nlip/ws/text", Caller: httproute.Agent, BodyLimit: httproute.NoBody, Streaming: true,
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.serveWebSocket(w, r, true) })},
+	}
+	for i := range routes {
+		routes[i].TooLarge = tooLarge
+	}
+	return routes
+}
+
+// tooLarge answers a refused body as an NLIP error message.
+func tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+	if limit == 0 {
+		writeError(w, r, newError(http.StatusRequestEntityTooLarge, "too_large", "this request takes no body"))
+		return
+	}
+	writeError(w, r, newError(http.StatusRequestEntityTooLarge, "too_large", "the NLIP message is larger than %d bytes", limit))
 }
 
 // ServeHTTP serves the NLIP routes.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/services/ledger/storage"
 )
@@ -116,7 +117,7 @@ func New(o Options) *API {
 	}
 	a := &API{backend: o.Backend, auth: o.Auth, sessions: o.Sessions, limits: o.Limits, log: o.Logger,
 		exports: newExportSlots(o.Limits.MaxExports, o.Limits.MaxExportsPerPerson)}
-	a.mux = a.routes()
+	a.mux = httproute.Handler(a.Routes())
 	return a
 }
 

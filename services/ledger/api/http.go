@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 )
 
@@ -22,28 +23,55 @@ const (
 	PathExport      = "/v1/ledger/export"
 )
 
-func (a *API) routes() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+PathHead, a.serveHead)
-	mux.HandleFunc("GET "+PathHead+"/{$}", a.serveHead)
-	mux.HandleFunc("GET "+PathEntries, a.serveEntries)
-	mux.HandleFunc("GET "+PathInclusion, a.serveInclusion)
-	mux.HandleFunc("GET "+PathConsistency, a.serveConsistency)
-	mux.HandleFunc("POST "+PathConsistency, a.serveConsistencyFromHeld)
-	mux.HandleFunc("GET "+PathExport, a.serveExport)
-	for p, allow := range map[string]string{
-		PathHead: "GET, HEAD", PathHead + "/{$}": "GET, HEAD", PathEntries: "GET, HEAD", PathInclusion: "GET, HEAD",
-		PathConsistency: "GET, HEAD, POST", PathExport: "GET, HEAD",
-	} {
-		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", allow)
-			writeError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here (allowed: %s)", r.Method, allow))
-		})
+// heldBody bounds POST /v1/ledger/proof/consistency: the held checkpoint
+// (readHeld's limit).
+const heldBody = 2 * ledgerlog.MaxCheckpointBytes
+
+// Routes are the ledger's HTTP routes under /v1/ledger. Only the
+// consistency proof from a held checkpoint takes a body; the export streams.
+func (a *API) Routes() []httproute.Route {
+	get := func(p string, h http.HandlerFunc) httproute.Route {
+		return httproute.Route{Method: http.MethodGet, Pattern: p, Handler: h, Caller: httproute.AgentOrPerson, BodyLimit: httproute.NoBody}
 	}
-	mux.HandleFunc(PathHead+"/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, newError(http.StatusNotFound, CodeNotFound, "no such ledger endpoint"))
-	})
-	return mux
+	routes := []httproute.Route{
+		get(PathHead, a.serveHead),
+		get(PathHead+"/{$}", a.serveHead),
+		get(PathEntries, a.serveEntries),
+		get(PathInclusion, a.serveInclusion),
+		get(PathConsistency, a.serveConsistency),
+		{Method: http.MethodPost, Pattern: PathConsistency, Handler: http.HandlerFunc(a.serveConsistencyFromHeld),
+			Caller: httproute.AgentOrPerson, BodyLimit: heldBody},
+		{Method: http.MethodGet, Pattern: PathExport, Handler: http.HandlerFunc(a.serveExport),
+			Caller: httproute.AgentOrPerson, BodyLimit: httproute.NoBody, Streaming: true},
+	}
+	for _, p := range []string{PathHead, PathHead + "/{$}", PathEntries, PathInclusion, PathConsistency, PathExport} {
+		allow := "GET, HEAD"
+		if p == PathConsistency {
+			allow = "GET, HEAD, POST"
+		}
+		routes = append(routes, httproute.Route{Pattern: p, Caller: httproute.AgentOrPerson, BodyLimit: httproute.NoBody,
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Allow", allow)
+				writeError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here (allowed: %s)", r.Method, allow))
+			})})
+	}
+	routes = append(routes, httproute.Route{Pattern: PathHead + "/", Caller: httproute.AgentOrPerson, BodyLimit: httproute.NoBody,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, newError(http.StatusNotFound, CodeNotFound, "no such ledger endpoint"))
+		})})
+	for i := range routes {
+		routes[i].TooLarge = tooLarge
+	}
+	return routes
+}
+
+// tooLarge answers a refused body in the ledger's error form.
+func tooLarge(w http.ResponseWriter, _ *http.Request, limit int64) {
+	if limit == 0 {
+		writeError(w, newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "this request takes no body"))
+		return
+	}
+	writeError(w, newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "a checkpoint is at most %d bytes", ledgerlog.MaxCheckpointBytes))
 }
 
 // answer writes v with the latest checkpoint in CheckpointHeader.
@@ -201,7 +229,7 @@ func consistencyView(c *consistency) consistencyJSON {
 // readHeld reads the body of a consistency request.
 func readHeld(r *http.Request) ([]byte, *Error) {
 	// JSON escaping at most doubles a note's newlines; 2x is ample.
-	const limit = 2 * ledgerlog.MaxCheckpointBytes
+	const limit = heldBody
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	switch {
 	case err != nil:
