@@ -33,14 +33,7 @@ func (s *Store) MarkClientUsed(ctx context.Context, tenant, clientID string) (Cl
 	cs := subject(tenant, "client", clientToken(clientID))
 	var out Client
 	err = s.decide(ctx, "mark client used", func() (string, error) {
-		s.mu.RLock()
-		c, ok := ts.clients[clientID]
-		var cur Client
-		if ok {
-			cur = c.clone()
-		}
-		version := s.versions[cs]
-		s.mu.RUnlock()
+		cur, ok, version := s.clientAt(ts, clientID, cs)
 		switch {
 		case !ok:
 			return "", fmt.Errorf("%w: client %q", ErrNotFound, clientID)
@@ -101,14 +94,7 @@ func (s *Store) ExpireDynamicClient(ctx context.Context, tenant, clientID string
 	cs := subject(tenant, "client", clientToken(clientID))
 	expired := false
 	err = s.decide(ctx, "expire dynamic client", func() (string, error) {
-		s.mu.RLock()
-		c, ok := ts.clients[clientID]
-		var cur Client
-		if ok {
-			cur = c.clone()
-		}
-		version := s.versions[cs]
-		s.mu.RUnlock()
+		cur, ok, version := s.clientAt(ts, clientID, cs)
 		if !ok || !expirable(&cur) || !cur.Registered.Before(now.Add(-ttl)) {
 			return "", nil
 		}
@@ -186,4 +172,16 @@ func (ts *tenantState) applyDynamicClientExpired(e *alpv1.DynamicClientExpired) 
 	ts.countUnused(c, -1)
 	delete(ts.clients, e.GetClientId())
 	return nil
+}
+
+// clientAt reads a copy of a client and the version of its subject, the
+// starting point of every command that decides on one client.
+func (s *Store) clientAt(ts *tenantState, clientID, subject string) (Client, bool, uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, ok := ts.clients[clientID]
+	if !ok {
+		return Client{}, false, s.versions[subject]
+	}
+	return c.clone(), true, s.versions[subject]
 }
