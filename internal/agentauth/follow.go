@@ -9,9 +9,9 @@ import (
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/bus"
-	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/services/identity/clientreg"
 )
 
 // DefaultMaxStaleness is how old the identity projection's last

@@ -19,7 +19,7 @@ import (
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
-	"github.com/alpd-project/alpd/internal/oauthas"
+	"github.com/alpd-project/alpd/services/identity/oauthas"
 )
 
 // PublicURL is the broker's public URL unless the config names another.

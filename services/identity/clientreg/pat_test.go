@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
-	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/identitystore"
+	"github.com/alpd-project/alpd/services/identity/clientreg"
 )
 
 func issuePAT(t *testing.T, w *web, u *user, body any) clientreg.IssuedPAT {
