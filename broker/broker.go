@@ -37,7 +37,6 @@ import (
 	"github.com/alpd-project/alpd/services/approvals"
 	"github.com/alpd-project/alpd/services/federation"
 	"github.com/alpd-project/alpd/services/identity"
-	"github.com/alpd-project/alpd/services/identity/oauthas"
 	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 	"github.com/alpd-project/alpd/services/ledger"
@@ -215,11 +214,7 @@ func (b *Broker) publicURL() string {
 // issuers maps each tenant to its agents' OAuth issuer, which access
 // tokens must name.
 func (b *Broker) issuers() map[string]string {
-	m := map[string]string{}
-	for _, t := range b.cfg.Tenants {
-		m[t] = oauthas.IssuerURL(b.publicURL(), t)
-	}
-	return m
+	return identity.Issuers(b.publicURL(), b.cfg.Tenants)
 }
 
 // Runs reports whether this broker runs service name.
@@ -336,7 +331,7 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 	if b.Runs("ingress") {
 		b.ingress = ingress.New(deps, ingress.Options{Issuers: b.issuers(), Resource: b.publicURL(),
-			ResourceMetadataURL: b.publicURL() + oauthas.WellKnownResource})
+			ResourceMetadataURL: b.publicURL() + identity.ResourceMetadataPath})
 		nc := b.cfg.NLIP
 		nc.PublicURL = b.publicURL()
 		b.nlip = nlipapi.New(b.ingress, nc, b.log.With("component", "nlip"))
