@@ -30,7 +30,6 @@ import (
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natsauth"
-	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/signin"
@@ -215,11 +214,7 @@ func (b *Broker) publicURL() string {
 // issuers maps each tenant to its agents' OAuth issuer, which access
 // tokens must name.
 func (b *Broker) issuers() map[string]string {
-	m := map[string]string{}
-	for _, t := range b.cfg.Tenants {
-		m[t] = oauthas.IssuerURL(b.publicURL(), t)
-	}
-	return m
+	return identity.Issuers(b.publicURL(), b.cfg.Tenants)
 }
 
 // Runs reports whether this broker runs service name.
@@ -336,7 +331,7 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 	if b.Runs("ingress") {
 		b.ingress = ingress.New(deps, ingress.Options{Issuers: b.issuers(), Resource: b.publicURL(),
-			ResourceMetadataURL: b.publicURL() + oauthas.WellKnownResource})
+			ResourceMetadataURL: b.publicURL() + identity.ResourceMetadataPath})
 		nc := b.cfg.NLIP
 		nc.PublicURL = b.publicURL()
 		b.nlip = nlipapi.New(b.ingress, nc, b.log.With("component", "nlip"))

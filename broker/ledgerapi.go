@@ -6,9 +6,9 @@ import (
 
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/httproute"
-	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/signin"
+	"github.com/alpd-project/alpd/services/identity"
 	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ledger"
 )
@@ -25,7 +25,7 @@ func (b *Broker) serveLedgerAPI(ctx context.Context, svcs []service.Service) {
 			continue
 		}
 		o := ledger.APIOptions{Issuers: b.issuers(), Resource: b.publicURL(),
-			ResourceMetadataURL: b.publicURL() + oauthas.WellKnownResource, Limits: b.cfg.LedgerAPI}
+			ResourceMetadataURL: b.publicURL() + identity.ResourceMetadataPath, Limits: b.cfg.LedgerAPI}
 		if b.Runs("identity") {
 			o.Sessions = identitySessions{b}
 		}

@@ -4,6 +4,20 @@
 // personal access token (alppat_…, looked up hashed in the same
 // projection). The sender is what the credential proves, never what a
 // message says.
+//
+// # Personal access tokens
+//
+// People issue PATs through identity (clientreg's /v1/pats); [PATVerifier]
+// checks a presented one against the identity projection. Which tenant a PAT
+// belongs to: the token format (accesstoken.NewPAT, "alppat_<id>_<secret>")
+// carries no tenant, and identitystore keeps PATs per tenant.
+// [PATVerifier.Verify] takes the tenant from the caller, for routes that know
+// it (a tenant in the path or host). [PATVerifier.VerifyAny] tries each hosted
+// tenant in turn: each try is an in-memory lookup of the id followed by a
+// constant-time comparison of the token's SHA-256, and since that hash covers
+// 256 random bits, at most one tenant can hold it. The cost is one map lookup
+// per hosted tenant, so VerifyAny is fine for the handful of tenants a broker
+// hosts.
 package agentauth
 
 import (
@@ -14,7 +28,6 @@ import (
 	"strings"
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
-	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/identitystore"
 )
 
@@ -67,7 +80,7 @@ var ErrNoCredential = errors.New("agentauth: no bearer token")
 // Authenticator checks bearer credentials.
 type Authenticator struct {
 	Tokens *accesstoken.Verifier
-	PATs   *clientreg.PATVerifier
+	PATs   *PATVerifier
 	// People resolves a person's address; the credential's person must
 	// exist there.
 	People interface {
@@ -131,7 +144,7 @@ func (a *Authenticator) pat(ctx context.Context, token string, scopes []string) 
 	}
 	p, err := a.PATs.VerifyAny(ctx, token, scopes...)
 	if err != nil {
-		var pe *clientreg.PATError
+		var pe *PATError
 		if errors.As(err, &pe) {
 			return Principal{}, a.refuse(pe.HTTPStatus(), pe.Code, pe.Description, pe.Scope)
 		}

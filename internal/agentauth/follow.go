@@ -9,7 +9,6 @@ import (
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/bus"
-	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 )
@@ -109,7 +108,7 @@ func (f *Follower) install(store *identitystore.Store) {
 	f.verifier.Store(v)
 	f.auth.Store(&Authenticator{
 		Tokens:              v,
-		PATs:                &clientreg.PATVerifier{Store: store, Tenants: f.o.Tenants, MaxStaleness: f.o.MaxStaleness},
+		PATs:                &PATVerifier{Store: store, Tenants: f.o.Tenants, MaxStaleness: f.o.MaxStaleness},
 		People:              store,
 		ResourceMetadataURL: f.o.ResourceMetadataURL,
 	})

@@ -19,7 +19,7 @@ import (
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
-	"github.com/alpd-project/alpd/internal/oauthas"
+	"github.com/alpd-project/alpd/services/identity"
 )
 
 // PublicURL is the broker's public URL unless the config names another.
@@ -127,7 +127,7 @@ func (r *Rig) Agent(t testing.TB, tenant, subject, address, agentID string, scop
 // exceed the grant's: the token is what is tested).
 func (r *Rig) Mint(t testing.TB, a Agent, class string, scopes ...string) string {
 	t.Helper()
-	issuer := &accesstoken.Issuer{Keys: r.KS, Issuers: map[string]string{a.Person.Tenant: oauthas.IssuerURL(r.cfg.PublicURL, a.Person.Tenant)}}
+	issuer := &accesstoken.Issuer{Keys: r.KS, Issuers: map[string]string{a.Person.Tenant: identity.IssuerURL(r.cfg.PublicURL, a.Person.Tenant)}}
 	tok, err := issuer.Mint(context.Background(), accesstoken.Claims{Subject: a.Person.ID, Audience: r.cfg.PublicURL,
 		Tenant: a.Person.Tenant, ClientID: ClientID, AgentID: a.AgentID, GrantID: a.Grant.ID, Class: class, Scopes: scopes})
 	if err != nil {

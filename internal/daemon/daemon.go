@@ -48,6 +48,7 @@ import (
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testidp"
 	"github.com/alpd-project/alpd/services/identity"
+	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 	"github.com/alpd-project/alpd/services/ledger"
 	ledgerapi "github.com/alpd-project/alpd/services/ledger/api"
@@ -653,7 +654,7 @@ func (d *Daemon) close() {
 
 // nlipConfig maps the nlip section to the NLIP endpoints' settings.
 func nlipConfig(c config.NLIP) nlipapi.Config {
-	perMinute := func(n, burst int) nlipapi.Rate { return nlipapi.Rate{Limit: float64(n) / 60, Burst: burst} }
+	perMinute := func(n, burst int) ingress.Rate { return ingress.Rate{Limit: float64(n) / 60, Burst: burst} }
 	nc := nlipapi.DefaultConfig()
 	nc.Message = nlip.Limits{MaxMessageBytes: c.MaxMessageBytes, MaxSubmessages: c.MaxSubmessages, MaxContentDepth: c.MaxDepth}
 	nc.NMP.Halt.Percent = uint64(c.NMPHaltPercent)

@@ -1,9 +1,3 @@
-// Package identity owns who is who: people, agents, OAuth clients, tokens,
-// revocations and the broker's keys. This first version provisions the
-// per-tenant broker keys in the KeyStore at start-up, publishes their public
-// halves and lifecycle on the identity stream (private keys never go on the
-// bus), and erases a person's data key (crypto-shredding). Sign-in, the OAuth
-// server and introspection arrive in the identity issue.
 package identity
 
 import (
@@ -24,16 +18,16 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/bus"
-	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natsauth"
-	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/services/identity/clientreg"
+	"github.com/alpd-project/alpd/services/identity/oauthas"
 )
 
 // Service is the identity service.
@@ -54,7 +48,7 @@ type Service struct {
 // Options are identity's own settings.
 type Options struct {
 	// PublicURL is the broker's external base URL; each tenant's OAuth
-	// issuer is oauthas.IssuerURL(PublicURL, tenant).
+	// issuer is IssuerURL(PublicURL, tenant).
 	PublicURL string
 	// Resource is the audience agents' access tokens are bound to (RFC
 	// 8707); default PublicURL.
@@ -149,14 +143,10 @@ func (s *Service) Start(ctx context.Context) error {
 		<-ctx.Done()
 		store.Close()
 	}()
-	issuers := map[string]string{}
-	for _, t := range s.Tenants {
-		issuers[t] = oauthas.IssuerURL(s.opts.PublicURL, t)
-	}
 	s.verifier = &accesstoken.Verifier{
 		Keys:         accesstoken.FromKeyStore(s.Keys),
 		Resource:     s.opts.Resource,
-		Issuers:      issuers,
+		Issuers:      Issuers(s.opts.PublicURL, s.Tenants),
 		Revocations:  store,
 		MaxStaleness: s.opts.MaxStaleness,
 	}
@@ -430,3 +420,22 @@ func (s *Service) Ping(_ context.Context, req *identityv1.PingRequest) (*identit
 	env, ready := s.Pass(req.GetEnvelope(), "ping")
 	return &identityv1.PingResponse{Envelope: env, Service: s.Name(), Ready: ready}, nil
 }
+
+// IssuerURL is the issuer of tenant's agents' authorization server on a
+// broker at publicURL (<publicURL>/oauth/<tenant>): access tokens name it,
+// and every service that verifies them must expect it.
+func IssuerURL(publicURL, tenant string) string { return oauthas.IssuerURL(publicURL, tenant) }
+
+// Issuers maps each of tenants to its IssuerURL.
+func Issuers(publicURL string, tenants []string) map[string]string {
+	m := make(map[string]string, len(tenants))
+	for _, t := range tenants {
+		m[t] = IssuerURL(publicURL, t)
+	}
+	return m
+}
+
+// ResourceMetadataPath is where identity serves the protected-resource
+// metadata (RFC 9728); every agent-facing service names it in its
+// authentication challenges.
+const ResourceMetadataPath = oauthas.WellKnownResource

@@ -17,7 +17,7 @@ import (
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
-	"github.com/alpd-project/alpd/internal/oauthas"
+	"github.com/alpd-project/alpd/services/identity/oauthas"
 )
 
 func TestErasePersonRPC(t *testing.T) {

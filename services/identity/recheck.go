@@ -12,9 +12,9 @@ import (
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
-	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/services/identity/oauthas"
 )
 
 // idpGrantRecord is the sealed plaintext of an idp_token_stored event: the

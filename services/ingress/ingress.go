@@ -2,8 +2,14 @@
 // state of its own: it turns an authenticated agent's request into a
 // SendRequested event on the send stream, with the body sealed under the
 // sender's data key and trust set from the agent's credential (ingress is one
-// of the two trust-setting points). The NLIP, MCP and REST bindings that call
-// Submit arrive in later issues.
+// of the two trust-setting points).
+//
+// Every agent binding goes through one send path, the [Door]: it admits an
+// agent by its credential (trust from the credential class, rate limits per
+// agent, person and tenant), sends and awaits policy's decision up to a
+// deadline (or answers pending), and parses recipients ([ParseRecipient]). A
+// binding (services/ingress/nlipapi) only decodes its wire format into a
+// [Submission] and encodes the [Outcome] or the error.
 package ingress
 
 import (
@@ -137,6 +143,9 @@ type Sender struct {
 	// Trust follows the agent's credential class (company 3, consumer 2).
 	Trust       nmpv1.TrustLevel
 	TrustReason string
+	// Scopes are what the agent's credential allows (Door.MaySend checks
+	// ScopeSend); Accept does not read them.
+	Scopes []string
 }
 
 // Submission is one agent's request to send.

@@ -2,7 +2,10 @@
 // WebSocket bindings): agents authenticate with a bearer token, send an
 // NLIP message that asks to send a typed ALP message, and get an NLIP reply
 // with the envelope id and the outcome policy decided (or "pending" with a
-// URL to poll). The mapping is documented in docs/nlip.md.
+// URL to poll). The mapping is documented in docs/nlip.md. Who may send,
+// rate limits, trust and awaiting the decision are ingress's send path
+// (ingress.Door); this package only decodes NLIP into it and encodes its
+// answers and errors as NLIP.
 //
 // Routes (all under the broker's public URL):
 //
@@ -13,35 +16,16 @@
 package nlipapi
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
-	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/nlip"
 	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/services/ingress"
 )
-
-// Scopes an agent's credential needs.
-const (
-	ScopeSend = "alp.send"
-	ScopeRead = "alp.read"
-)
-
-// Backend is what the bindings need from the ingress service.
-type Backend interface {
-	Authenticator() *agentauth.Authenticator
-	EnvelopeID(ctx context.Context, snd ingress.Sender, idempotencyKey string) (string, error)
-	Accept(ctx context.Context, sub ingress.Submission) (ingress.Accepted, error)
-	Await(tenant, personID, envelopeID string) (*ingress.Waiter, error)
-	Decision(ctx context.Context, tenant, personID, envelopeID string) (*alpv1.Decided, error)
-	Submitted(ctx context.Context, tenant, personID, envelopeID string) (bool, error)
-}
 
 // Config tunes the bindings. Zero values take the defaults.
 type Config struct {
@@ -49,21 +33,19 @@ type Config struct {
 	PublicURL string
 	// Message bounds every NLIP message (HTTP body or WebSocket frame).
 	Message nlip.Limits
-	// NMP bounds and rules for agent-supplied NMP headers.
-	NMP nmp.Config
-	// DecisionWait is how long a request waits for policy's decision
-	// before answering "pending" (default 3s).
-	DecisionWait time.Duration
-	// Rates: per agent, per person and per tenant (requests per second
-	// and burst). Every NLIP message counts against all three.
-	PerAgent, PerPerson, PerTenant Rate
+	// NMP, DecisionWait and the rates per agent, person and tenant tune
+	// the send path (ingress.DoorConfig says what each means). Every NLIP
+	// message counts against all three rates.
+	NMP                            nmp.Config
+	DecisionWait                   time.Duration
+	PerAgent, PerPerson, PerTenant ingress.Rate
 	// AllowedOrigins are the Origin host patterns (path.Match syntax, e.g.
 	// "app.example.com", "*.example.com") a browser WebSocket may come
 	// from, besides the broker's own host. Requests without Origin (not
 	// from a browser) are allowed.
 	AllowedOrigins []string
 	// WebSocket per-connection limits.
-	WSMessageRate Rate
+	WSMessageRate ingress.Rate
 	// WSIdleTimeout closes a connection that sent nothing for this long
 	// (default 5m).
 	WSIdleTimeout time.Duration
@@ -81,22 +63,17 @@ type Config struct {
 	WSReadBuffer int64
 }
 
-// Rate is a token bucket: Limit events per second, Burst at once.
-type Rate struct {
-	Limit float64
-	Burst int
-}
-
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
+	d := ingress.DefaultDoorConfig()
 	return Config{
 		Message:       nlip.DefaultLimits(),
-		NMP:           nmp.DefaultConfig(),
-		DecisionWait:  3 * time.Second,
-		PerAgent:      Rate{Limit: 20, Burst: 40},
-		PerPerson:     Rate{Limit: 50, Burst: 100},
-		PerTenant:     Rate{Limit: 1000, Burst: 2000},
-		WSMessageRate: Rate{Limit: 20, Burst: 40},
+		NMP:           d.NMP,
+		DecisionWait:  d.DecisionWait,
+		PerAgent:      d.PerAgent,
+		PerPerson:     d.PerPerson,
+		PerTenant:     d.PerTenant,
+		WSMessageRate: ingress.Rate{Limit: 20, Burst: 40},
 		WSIdleTimeout: 5 * time.Minute,
 
 		// What all WebSockets together may hold (docs/operations.md).
@@ -112,17 +89,9 @@ func (c Config) complete() Config {
 	if c.Message == (nlip.Limits{}) {
 		c.Message = d.Message
 	}
-	if c.NMP == (nmp.Config{}) {
-		c.NMP = d.NMP
-	}
-	if c.DecisionWait <= 0 {
-		c.DecisionWait = d.DecisionWait
-	}
-	for _, r := range []struct{ have, def *Rate }{{&c.PerAgent, &d.PerAgent}, {&c.PerPerson, &d.PerPerson},
-		{&c.PerTenant, &d.PerTenant}, {&c.WSMessageRate, &d.WSMessageRate}} {
-		if r.have.Limit <= 0 || r.have.Burst <= 0 {
-			*r.have = *r.def
-		}
+	// The send path's settings are completed by ingress.NewDoor.
+	if c.WSMessageRate.Limit <= 0 || c.WSMessageRate.Burst <= 0 {
+		c.WSMessageRate = d.WSMessageRate
 	}
 	if c.WSIdleTimeout <= 0 {
 		c.WSIdleTimeout = d.WSIdleTimeout
@@ -148,21 +117,23 @@ func (c Config) complete() Config {
 
 // API serves the NLIP bindings.
 type API struct {
-	backend Backend
-	cfg     Config
-	log     *slog.Logger
-	limits  *limiters
-	ws      *wsLimits
-	mux     *http.ServeMux
+	door *ingress.Door
+	cfg  Config
+	ws   *wsLimits
+	mux  *http.ServeMux
 }
 
-// New builds the API.
-func New(b Backend, cfg Config, log *slog.Logger) *API {
+// New builds the API on the ingress service s: the send path is
+// ingress's (ingress.Door); this package decodes NLIP into it and encodes
+// its answers as NLIP.
+func New(s *ingress.Service, cfg Config, log *slog.Logger) *API {
 	cfg = cfg.complete()
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &API{backend: b, cfg: cfg, log: log, limits: newLimiters(cfg), ws: newWSLimits(cfg)}
+	door := ingress.NewDoor(s, ingress.DoorConfig{DecisionWait: cfg.DecisionWait, NMP: cfg.NMP,
+		PerAgent: cfg.PerAgent, PerPerson: cfg.PerPerson, PerTenant: cfg.PerTenant}, log)
+	a := &API{door: door, cfg: cfg, ws: newWSLimits(cfg)}
 	a.mux = httproute.Handler(a.Routes())
 	return a
 }

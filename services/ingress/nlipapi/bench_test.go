@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
 
@@ -20,7 +21,7 @@ import (
 func BenchmarkAuthenticatedSend(b *testing.B) {
 	// Rate limits far above what a benchmark can reach: the floor is the
 	// work, not the buckets.
-	unlimited := nlipapi.Rate{Limit: 1e9, Burst: 1 << 30}
+	unlimited := ingress.Rate{Limit: 1e9, Burst: 1 << 30}
 	r := newRig(b, rigOptions{nlip: nlipapi.Config{PerAgent: unlimited, PerPerson: unlimited, PerTenant: unlimited}})
 	body := sendJSON("bo@other.example")
 	client := &http.Client{}

@@ -66,6 +66,8 @@ func classify(err error) *apiError {
 	var auth *agentauth.Error
 	var ne *nlip.Error
 	var me *nmp.Error
+	var limited *ingress.RateLimited
+	var halted *ingress.BudgetHalted
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -87,6 +89,12 @@ func classify(err error) *apiError {
 		return &apiError{Status: status, Code: "nlip_" + ne.Code, Message: ne.Message, Pointer: ne.Pointer}
 	case errors.As(err, &me):
 		return &apiError{Status: http.StatusBadRequest, Code: "nmp_" + me.Code, Message: "NMP header: " + me.Message, Pointer: "/submessages/nmp"}
+	case errors.As(err, &limited):
+		e := newError(http.StatusTooManyRequests, "rate_limited", "%s", limited.Description())
+		e.RetryAfter = limited.RetryAfterSeconds()
+		return e
+	case errors.As(err, &halted):
+		return newError(http.StatusUnprocessableEntity, "nmp_budget_halted", "%s", halted.Description())
 	case errors.Is(err, ingress.ErrIdempotencyBodyDiffers):
 		return newError(http.StatusUnprocessableEntity, "idempotency_body_mismatch", "%v", err)
 	case errors.Is(err, ingress.ErrIdempotencyKeyReused):

@@ -1,10 +1,9 @@
 package nlipapi
 
 import (
+	"errors"
 	"net/http"
-	"time"
 
-	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/services/ingress"
 )
 
@@ -30,7 +29,7 @@ func (a *API) serveMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, newError(http.StatusRequestEntityTooLarge, "too_large", "the NLIP message is larger than %d bytes", a.cfg.Message.MaxMessageBytes))
 		return
 	}
-	p, aerr := a.authenticate(r)
+	snd, aerr := a.authenticate(r)
 	if aerr != nil {
 		writeError(w, r, aerr)
 		return
@@ -40,7 +39,7 @@ func (a *API) serveMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, aerr)
 		return
 	}
-	reply, status, aerr := a.exchange(r.Context(), p, m, r.Header.Get("Idempotency-Key"))
+	reply, status, aerr := a.exchange(r.Context(), snd, m, r.Header.Get("Idempotency-Key"))
 	if aerr != nil {
 		writeError(w, r, aerr)
 		return
@@ -56,7 +55,7 @@ func (a *API) serveEnvelope(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, newError(http.StatusMethodNotAllowed, "method_not_allowed", "GET an envelope's outcome"))
 		return
 	}
-	p, aerr := a.authenticate(r)
+	snd, aerr := a.authenticate(r)
 	if aerr != nil {
 		writeError(w, r, aerr)
 		return
@@ -67,36 +66,24 @@ func (a *API) serveEnvelope(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, classify(err))
 		return
 	}
-	ctx := r.Context()
-	d, err := a.backend.Decision(ctx, p.Tenant, p.PersonID, id)
+	o, err := a.door.Status(r.Context(), snd, id)
+	if errors.Is(err, ingress.ErrUnknownEnvelope) {
+		writeError(w, r, newError(http.StatusNotFound, "unknown_envelope", "no envelope %s was sent by this person (or it is too old)", id))
+		return
+	}
 	if err != nil {
 		writeError(w, r, classify(err))
 		return
 	}
-	if d == nil {
-		sent, err := a.backend.Submitted(ctx, p.Tenant, p.PersonID, id)
-		if err != nil {
-			writeError(w, r, classify(err))
-			return
-		}
-		if !sent {
-			writeError(w, r, newError(http.StatusNotFound, "unknown_envelope", "no envelope %s was sent by this person (or it is too old)", id))
-			return
-		}
-		writeMessage(w, r, http.StatusAccepted, a.result(id, nil, nil).message())
-		return
-	}
-	writeMessage(w, r, http.StatusOK, a.result(id, d.GetEnvelope(), d).message())
+	writeMessage(w, r, status(o), a.result(o).message())
 }
 
-// authenticate checks the bearer credential and the rate limits.
-func (a *API) authenticate(r *http.Request) (agentauth.Principal, *apiError) {
-	p, err := a.backend.Authenticator().Authenticate(r.Context(), r.Header.Get("Authorization"))
+// authenticate admits the request's agent: its bearer credential and the
+// rate limits.
+func (a *API) authenticate(r *http.Request) (ingress.Sender, *apiError) {
+	snd, err := a.door.Admit(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
-		return agentauth.Principal{}, classify(err)
+		return ingress.Sender{}, classify(err)
 	}
-	if aerr := a.limits.allow(p, time.Now()); aerr != nil {
-		return agentauth.Principal{}, aerr
-	}
-	return p, nil
+	return snd, nil
 }

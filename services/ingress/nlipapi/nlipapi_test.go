@@ -15,6 +15,7 @@ import (
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/nlip"
 	"github.com/alpd-project/alpd/internal/nmp"
+	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
 
@@ -137,7 +138,7 @@ func TestErrorsAreNLIPWithTheirStatus(t *testing.T) {
 }
 
 func TestRateLimitPerAgent(t *testing.T) {
-	r := newRig(t, rigOptions{nlip: nlipapi.Config{PerAgent: nlipapi.Rate{Limit: 0.01, Burst: 2}}})
+	r := newRig(t, rigOptions{nlip: nlipapi.Config{PerAgent: ingress.Rate{Limit: 0.01, Burst: 2}}})
 	for i := range 2 {
 		if resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example")); resp.StatusCode != 200 {
 			t.Fatalf("request %d: %d %+v", i, resp.StatusCode, reply)

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/nlip"
+	"github.com/alpd-project/alpd/services/ingress"
 )
 
 // result is the broker's answer about one envelope.
@@ -29,29 +29,15 @@ type reason struct {
 	Message string `json:"message"`
 }
 
-// outcomePending: policy has not decided within the wait.
-const outcomePending = "pending"
-
-var outcomes = map[alpv1.Outcome]string{
-	alpv1.Outcome_OUTCOME_DELIVER:         "deliver",
-	alpv1.Outcome_OUTCOME_DELIVER_PARTIAL: "deliver_partial",
-	alpv1.Outcome_OUTCOME_HOLD:            "hold",
-	alpv1.Outcome_OUTCOME_REFUSE:          "refuse",
-}
-
-// result describes envelope id as sent (env) and decided (d, nil while
-// pending).
-func (a *API) result(id string, env *alpv1.Envelope, d *alpv1.Decided) *result {
-	r := &result{EnvelopeID: id, Type: env.GetType(), To: env.GetTo(), Outcome: outcomePending}
-	if d == nil {
-		r.Poll = a.cfg.PublicURL + "/nlip/envelopes/" + id
+// result describes an outcome; the poll URL is NLIP's own.
+func (a *API) result(o ingress.Outcome) *result {
+	r := &result{EnvelopeID: o.EnvelopeID, Type: o.Type, To: o.To, Outcome: o.Outcome, Duplicate: o.Duplicate}
+	if !o.Decided {
+		r.Poll = a.cfg.PublicURL + "/nlip/envelopes/" + o.EnvelopeID
 		return r
 	}
-	if o, ok := outcomes[d.GetOutcome()]; ok {
-		r.Outcome = o
-	}
-	for _, rs := range d.GetReasons() {
-		r.Reasons = append(r.Reasons, reason{Party: rs.GetParty(), Rule: rs.GetRule(), Field: rs.GetField(), Message: rs.GetMessage()})
+	for _, rs := range o.Reasons {
+		r.Reasons = append(r.Reasons, reason{Party: rs.Party, Rule: rs.Rule, Field: rs.Field, Message: rs.Message})
 	}
 	return r
 }
@@ -62,13 +48,13 @@ func (r *result) message() *nlip.Message {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Envelope %s (%s to %s): ", r.EnvelopeID, r.Type, r.To)
 	switch r.Outcome {
-	case outcomePending:
+	case ingress.OutcomePending:
 		fmt.Fprintf(&b, "accepted, policy has not decided yet; poll %s.", r.Poll)
-	case "deliver":
+	case ingress.OutcomeDeliver:
 		b.WriteString("allowed for delivery.")
-	case "deliver_partial":
+	case ingress.OutcomeDeliverPartial:
 		b.WriteString("allowed for delivery with some fields withheld.")
-	case "hold":
+	case ingress.OutcomeHold:
 		b.WriteString("held for approval.")
 	default:
 		b.WriteString("refused.")

@@ -4,19 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/mail"
-	"slices"
 	"strings"
 	"unicode"
 
 	nlipv1 "github.com/alpd-project/alpd/gen/alp/nlip/v1"
-	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/internal/accesstoken"
-	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/nlip"
-	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/services/ingress"
 )
 
@@ -43,16 +37,13 @@ const (
 
 // send is one agent's request to send, taken from an NLIP message.
 type send struct {
-	sub     ingress.Submission
-	ignored []string // what the broker did not take from the agent's NMP header
-	// conflicts the agent's NMP signals show (CONFLICT, INCONSISTENCY,
-	// RISK): reported back, not refused.
-	conflicts []string
+	sub ingress.Submission
+	nmp ingress.NMPReport
 }
 
-// parseSend reads an ALP send out of m (authentication tokens already
-// stripped). headerKey is the Idempotency-Key header, if any.
-func (a *API) parseSend(p agentauth.Principal, m *nlip.Message, headerKey string) (*send, *apiError) {
+// parseSend reads an ALP send of snd out of m (authentication tokens
+// already stripped). headerKey is the Idempotency-Key header, if any.
+func (a *API) parseSend(snd ingress.Sender, m *nlip.Message, headerKey string) (*send, *apiError) {
 	typ := m.MessageType[len(typePrefix):]
 	if typ == "" || len(typ) > maxTypeLength || strings.IndexFunc(typ, notTypeRune) >= 0 {
 		return nil, pointed(http.StatusBadRequest, "invalid_alp_message", "/messagetype",
@@ -80,48 +71,24 @@ func (a *API) parseSend(p agentauth.Principal, m *nlip.Message, headerKey string
 		env.InReplyTo = s
 	}
 
-	trust, reason := sendersTrust(p)
-	snd := &send{sub: ingress.Submission{
-		Sender: ingress.Sender{Tenant: p.Tenant, PersonID: p.PersonID, Address: p.Address, AgentID: p.AgentID,
-			Trust: trust, TrustReason: reason},
-		IdempotencyKey: key,
-	}}
+	s := &send{sub: ingress.Submission{Sender: snd, IdempotencyKey: key}}
 	if sm, i, ok := find(m, labelNMP); ok {
 		raw, isJSON := sm.Content.JSON()
 		if !isJSON {
 			return nil, pointed(http.StatusBadRequest, "nmp_malformed", fmt.Sprintf("/submessages/%d/content", i),
 				"the %q submessage must be structured/json holding an nmp_message object", labelNMP)
 		}
-		agent, err := nmp.ParseAgentHeader(raw, a.cfg.NMP.Limits)
+		rep, err := a.door.AgentNMP(&s.sub, raw)
 		if err != nil {
 			e := classify(err)
 			e.Pointer = fmt.Sprintf("/submessages/%d/content", i)
 			return nil, e
 		}
-		// Ingress merges the header after its own hop (Accept); merging it
-		// here on the credential's trust gives the same budget, signals and
-		// ignored parts, which the agent must hear about before anything is
-		// stored.
-		hdr, ignored := nmp.Apply(&nmpv1.NmpHeader{Trust: trust}, agent, a.cfg.NMP)
-		for _, ig := range ignored {
-			snd.ignored = append(snd.ignored, ig.String())
-		}
-		if nmp.Halted(hdr.GetBudget(), a.cfg.NMP.Halt) {
-			return nil, pointed(http.StatusUnprocessableEntity, "nmp_budget_halted", fmt.Sprintf("/submessages/%d/content", i),
-				"the NMP budget is spent: tokens_used %d of max_tokens %d is at or over the halt threshold (%d%%)",
-				hdr.GetBudget().GetTokensUsed(), hdr.GetBudget().GetMaxTokens(), a.cfg.NMP.Halt.Percent)
-		}
-		for _, c := range nmp.Detect(hdr.GetSignals(), a.cfg.NMP.Rules) {
-			snd.conflicts = append(snd.conflicts, string(c.Kind)+": "+c.Message)
-		}
-		if hdr.GetTrust() < trust {
-			snd.sub.TrustCap, snd.sub.TrustCapReason = agent.TrustCap()
-		}
-		snd.sub.AgentNMP, snd.sub.NMP = agent, a.cfg.NMP
+		s.nmp = rep
 	}
 	envelope.SetNLIP(env, header(m))
-	snd.sub.Envelope = env
-	return snd, nil
+	s.sub.Envelope = env
+	return s, nil
 }
 
 // header is the NLIP header of a send: everything the agent said, with
@@ -136,15 +103,6 @@ func header(m *nlip.Message) *nlipv1.NlipHeader {
 		}
 	}
 	return h
-}
-
-// sendersTrust is the NMP trust the credential earns: company agents are
-// trusted (3), consumer agents verified (2) — docs/identity.md.
-func sendersTrust(p agentauth.Principal) (nmpv1.TrustLevel, string) {
-	if p.Class == accesstoken.ClassCompany {
-		return nmpv1.TrustLevel_TRUST_LEVEL_TRUSTED, "company agent credential (" + p.Credential + ")"
-	}
-	return nmpv1.TrustLevel_TRUST_LEVEL_VERIFIED, "consumer agent credential (" + p.Credential + ")"
 }
 
 func notTypeRune(r rune) bool { return r > unicode.MaxASCII || !unicode.IsGraphic(r) || r == ' ' }
@@ -165,25 +123,13 @@ func recipient(m *nlip.Message) (string, *apiError) {
 		return "", pointed(http.StatusBadRequest, "invalid_alp_message", "/submessages",
 			"name the recipient in a submessage labeled %q (structured/uri \"acct:person@domain\")", labelTo)
 	}
-	s, isText := sm.Content.Text()
-	addr := strings.TrimPrefix(strings.TrimSpace(s), "acct:")
-	if !isText || !validAddress(addr) {
-		return "", pointed(http.StatusBadRequest, "invalid_alp_message", fmt.Sprintf("/submessages/%d/content", i),
-			"the recipient must be an address person@domain (optionally as an acct: URI)")
+	if s, isText := sm.Content.Text(); isText {
+		if to, err := ingress.ParseRecipient(s); err == nil {
+			return to, nil
+		}
 	}
-	return strings.ToLower(addr), nil
-}
-
-func validAddress(s string) bool {
-	if len(s) > 320 {
-		return false
-	}
-	a, err := mail.ParseAddress(s)
-	if err != nil || a.Name != "" || a.Address != s {
-		return false
-	}
-	local, domain, ok := strings.Cut(s, "@")
-	return ok && local != "" && strings.Contains(domain, ".") && !strings.ContainsAny(s, "<>\" ")
+	return "", pointed(http.StatusBadRequest, "invalid_alp_message", fmt.Sprintf("/submessages/%d/content", i),
+		"the recipient must be an address person@domain (optionally as an acct: URI)")
 }
 
 func typedBody(m *nlip.Message) ([]byte, *apiError) {
@@ -232,9 +178,9 @@ func pointed(status int, code, pointer, format string, args ...any) *apiError {
 	return e
 }
 
-// exchange handles one decoded NLIP message from an authenticated agent and
+// exchange handles one decoded NLIP message from an admitted agent and
 // returns the reply and its HTTP status.
-func (a *API) exchange(ctx context.Context, p agentauth.Principal, m *nlip.Message, headerKey string) (*nlip.Message, int, *apiError) {
+func (a *API) exchange(ctx context.Context, snd ingress.Sender, m *nlip.Message, headerKey string) (*nlip.Message, int, *apiError) {
 	if m.IsControl() {
 		return a.controlReply(m), http.StatusOK, nil
 	}
@@ -243,45 +189,33 @@ func (a *API) exchange(ctx context.Context, p agentauth.Principal, m *nlip.Messa
 			"alpd relays typed ALP messages: set messagetype to %q followed by the ALP type (e.g. alp:meeting.request/v1), "+
 				"the recipient in %q and the body in %q (see docs/nlip.md)", typePrefix, labelTo, labelBody)
 	}
-	if !slices.Contains(p.Scopes, ScopeSend) {
-		return nil, 0, &apiError{Status: http.StatusForbidden, Code: accesstoken.CodeInsufficientScope,
-			Message:   "the credential does not allow sending (scope " + ScopeSend + ")",
-			Challenge: (&accesstoken.Error{Code: accesstoken.CodeInsufficientScope, Scope: ScopeSend}).WWWAuthenticate(a.backend.Authenticator().ResourceMetadataURL)}
+	// Before the message is read further: a credential that may not send
+	// hears that first.
+	if err := a.door.MaySend(snd); err != nil {
+		return nil, 0, classify(err)
 	}
 	stripped, _ := m.WithoutAuthenticationTokens()
-	snd, aerr := a.parseSend(p, stripped, headerKey)
+	s, aerr := a.parseSend(snd, stripped, headerKey)
 	if aerr != nil {
 		return nil, 0, aerr
 	}
-	id, err := a.backend.EnvelopeID(ctx, snd.sub.Sender, snd.sub.IdempotencyKey)
+	o, err := a.door.Send(ctx, s.sub)
 	if err != nil {
 		return nil, 0, classify(err)
 	}
-	snd.sub.EnvelopeID = id
-	w, err := a.backend.Await(p.Tenant, p.PersonID, id)
-	if err != nil {
-		return nil, 0, classify(err)
-	}
-	defer w.Close()
-	acc, err := a.backend.Accept(ctx, snd.sub)
-	if err != nil {
-		return nil, 0, classify(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, a.cfg.DecisionWait)
-	defer cancel()
-	d, err := w.Wait(wctx, acc.Duplicate)
-	if err != nil {
-		a.log.Warn("waiting for a decision failed", "envelope", acc.EnvelopeID, "err", err)
-	}
-	res := a.result(acc.EnvelopeID, snd.sub.Envelope, d)
-	res.Duplicate, res.NMPIgnored, res.NMPConflicts = acc.Duplicate, snd.ignored, snd.conflicts
+	res := a.result(o)
+	res.NMPIgnored, res.NMPConflicts = s.nmp.Ignored, s.nmp.Conflicts
 	reply := res.message()
 	nlip.EchoTokens(m, reply)
-	status := http.StatusOK
-	if d == nil {
-		status = http.StatusAccepted
+	return reply, status(o), nil
+}
+
+// status is the HTTP status of an outcome: 202 while pending.
+func status(o ingress.Outcome) int {
+	if o.Decided {
+		return http.StatusOK
 	}
-	return reply, status, nil
+	return http.StatusAccepted
 }
 
 // controlReply answers a control message (ECMA-430 §6.3: a control message

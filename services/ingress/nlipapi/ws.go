@@ -13,8 +13,8 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/time/rate"
 
-	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/nlip"
+	"github.com/alpd-project/alpd/services/ingress"
 )
 
 // writeTimeout bounds sending one reply frame.
@@ -38,12 +38,12 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request, text bool) 
 		writeError(w, r, aerr)
 		return
 	}
-	p, aerr := a.authenticate(r)
+	snd, aerr := a.authenticate(r)
 	if aerr != nil {
 		writeError(w, r, aerr)
 		return
 	}
-	release, aerr := a.ws.admit(p)
+	release, aerr := a.ws.admit(snd)
 	if aerr != nil {
 		writeError(w, r, aerr)
 		return
@@ -164,7 +164,7 @@ func (w *wsConn) handle(ctx context.Context, typ websocket.MessageType, r io.Rea
 		return nil, "", w.api.ws.discard(r)
 	}
 	slow.Stop()
-	defer w.api.ws.give(personKey(in.p), in.held)
+	defer w.api.ws.give(personKey(in.snd), in.held)
 	m, err := decode(w.media, in.data, w.api.cfg.Message)
 	if err != nil {
 		e := classify(err)
@@ -173,7 +173,7 @@ func (w *wsConn) handle(ctx context.Context, typ websocket.MessageType, r io.Rea
 		}
 		return errorMessage(e), "", nil
 	}
-	reply, _, aerr := w.api.exchange(ctx, in.p, m, "")
+	reply, _, aerr := w.api.exchange(ctx, in.snd, m, "")
 	if aerr != nil {
 		return errorMessage(aerr), "", nil
 	}
@@ -182,7 +182,7 @@ func (w *wsConn) handle(ctx context.Context, typ websocket.MessageType, r io.Rea
 
 // incoming is one message read whole, or why it was refused.
 type incoming struct {
-	p    agentauth.Principal
+	snd  ingress.Sender
 	data []byte
 	// held is the buffer taken from the read budget, to give back once
 	// the message is handled.
@@ -208,14 +208,15 @@ func (w *wsConn) receive(ctx context.Context, typ websocket.MessageType, r io.Re
 	}
 	// Tokens expire and get revoked while a connection lasts: check the
 	// credential for every message.
-	p, err := w.api.backend.Authenticator().Authenticate(ctx, w.authorization)
-	if err != nil {
+	snd, err := w.api.door.Admit(ctx, w.authorization)
+	var limited *ingress.RateLimited
+	switch {
+	case errors.As(err, &limited):
+		return incoming{refused: classify(err)}, nil
+	case err != nil:
 		return incoming{refused: classify(err), closeWith: "credential no longer valid"}, nil
 	}
-	if aerr := w.api.limits.allow(p, time.Now()); aerr != nil {
-		return incoming{refused: aerr}, nil
-	}
-	data, held, err := w.api.ws.read(personKey(p), r, int64(w.api.cfg.Message.MaxMessageBytes))
+	data, held, err := w.api.ws.read(personKey(snd), r, int64(w.api.cfg.Message.MaxMessageBytes))
 	if errors.Is(err, errReadBudget) {
 		e := newError(http.StatusServiceUnavailable, "server_busy",
 			"the broker is receiving too many large WebSocket messages right now; send this one again in a moment")
@@ -225,7 +226,7 @@ func (w *wsConn) receive(ctx context.Context, typ websocket.MessageType, r io.Re
 	if err != nil {
 		return incoming{}, err
 	}
-	return incoming{p: p, data: data, held: held}, nil
+	return incoming{snd: snd, data: data, held: held}, nil
 }
 
 func (w *wsConn) write(ctx context.Context, m *nlip.Message) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
 
@@ -50,7 +51,7 @@ func TestWebSocketFloodMemoryBounded(t *testing.T) {
 	// per socket) must let the flood in (8 × 25 = 200), and no timer may
 	// end it while it is measured.
 	api, srv := r.ownAPI(t, nlipapi.Config{WSMaxPerAgent: floodPerPerson, WSMaxPerPerson: floodPerPerson,
-		PerAgent: nlipapi.Rate{Limit: 100, Burst: 2 * floodPerPerson}, PerPerson: nlipapi.Rate{Limit: 100, Burst: 2 * floodPerPerson},
+		PerAgent: ingress.Rate{Limit: 100, Burst: 2 * floodPerPerson}, PerPerson: ingress.Rate{Limit: 100, Burst: 2 * floodPerPerson},
 		WSReadTimeout: 5 * time.Minute, WSIdleTimeout: 5 * time.Minute})
 	var tokens []string
 	for i := range floodPersons {

@@ -16,6 +16,7 @@ import (
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/brokertest"
 	"github.com/alpd-project/alpd/internal/nlip"
+	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
 
@@ -136,7 +137,7 @@ func TestWebSocketRefusals(t *testing.T) {
 }
 
 func TestWebSocketIdleAndRate(t *testing.T) {
-	r := newRig(t, rigOptions{nlip: nlipapi.Config{WSIdleTimeout: 300 * time.Millisecond, WSMessageRate: nlipapi.Rate{Limit: 0.01, Burst: 1}}})
+	r := newRig(t, rigOptions{nlip: nlipapi.Config{WSIdleTimeout: 300 * time.Millisecond, WSMessageRate: ingress.Rate{Limit: 0.01, Burst: 1}}})
 	c, _, err := r.dial(t, "/nlip/ws/text", r.token, "")
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +211,7 @@ func TestWebSocketsCappedPerAgentAndPerson(t *testing.T) {
 // is answered on its first frame, before the rest arrives, and none of it
 // is kept (issue 10, finding 4: the rate was checked after reading it all).
 func TestWebSocketRateCheckedBeforeTheMessageIsRead(t *testing.T) {
-	r := newRig(t, rigOptions{nlip: nlipapi.Config{WSMessageRate: nlipapi.Rate{Limit: 0.01, Burst: 1}}})
+	r := newRig(t, rigOptions{nlip: nlipapi.Config{WSMessageRate: ingress.Rate{Limit: 0.01, Burst: 1}}})
 	c, _, err := r.dial(t, "/nlip/ws/text", r.token, "")
 	if err != nil {
 		t.Fatal(err)

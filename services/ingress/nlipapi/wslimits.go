@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/services/ingress"
 )
 
 // wsLimits bound what WebSocket connections may cost all together: how many
@@ -50,10 +50,10 @@ func newWSLimits(cfg Config) *wsLimits {
 	}
 }
 
-// admit counts a new socket of p, or refuses it (429) when the agent or the
-// person already holds the most allowed. Call release when it closes.
-func (l *wsLimits) admit(p agentauth.Principal) (release func(), _ *apiError) {
-	agent, person := p.Tenant+"/"+p.AgentID, personKey(p)
+// admit counts a new socket of snd, or refuses it (429) when the agent or
+// the person already holds the most allowed. Call release when it closes.
+func (l *wsLimits) admit(snd ingress.Sender) (release func(), _ *apiError) {
+	agent, person := snd.Tenant+"/"+snd.AgentID, personKey(snd)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -87,8 +87,8 @@ func decrement(m map[string]int, key string) {
 	m[key]--
 }
 
-// personKey names p's person in the read budget.
-func personKey(p agentauth.Principal) string { return p.Tenant + "/" + p.PersonID }
+// personKey names snd's person in the read budget.
+func personKey(snd ingress.Sender) string { return snd.Tenant + "/" + snd.PersonID }
 
 // take reserves n buffer bytes for person, or reports false when that
 // would exceed the budget or the person's share.

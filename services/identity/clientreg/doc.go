@@ -65,17 +65,9 @@
 // # Personal access tokens
 //
 // [Registrar.PATHandler] serves POST, GET /v1/pats and DELETE /v1/pats/{id}
-// for the signed-in person. [PATVerifier] checks a presented token.
-//
-// Which tenant a PAT belongs to: the token format (accesstoken.NewPAT,
-// "alppat_<id>_<secret>") carries no tenant, and identitystore keeps PATs per
-// tenant. [PATVerifier.Verify] takes the tenant from the caller, for routes
-// that know it (a tenant in the path or host). [PATVerifier.VerifyAny] tries
-// each hosted tenant in turn: each try is an in-memory lookup of the id
-// followed by a constant-time comparison of the token's SHA-256, and since
-// that hash covers 256 random bits, at most one tenant can hold it. The cost
-// is one map lookup per hosted tenant, so VerifyAny is fine for the handful
-// of tenants a broker hosts.
+// for the signed-in person. Presented tokens are checked by
+// agentauth.PATVerifier, which every service that authenticates agents
+// links.
 //
 // identitystore has no query for "the PATs of a person", so listing uses a
 // [PATLister]; [StreamPATLister] asks JetStream for the tenant's PAT subjects

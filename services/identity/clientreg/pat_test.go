@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
-	"github.com/alpd-project/alpd/internal/clientreg"
+	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/identitystore"
+	"github.com/alpd-project/alpd/services/identity/clientreg"
 )
 
 func issuePAT(t *testing.T, w *web, u *user, body any) clientreg.IssuedPAT {
@@ -33,9 +34,9 @@ func listPATs(t *testing.T, w *web, u *user) (clientreg.PATList, string) {
 	return decode[clientreg.PATList](t, a), a.body
 }
 
-func wantPATErr(t *testing.T, err error, sentinel error, code string) *clientreg.PATError {
+func wantPATErr(t *testing.T, err error, sentinel error, code string) *agentauth.PATError {
 	t.Helper()
-	var pe *clientreg.PATError
+	var pe *agentauth.PATError
 	if !errors.Is(err, sentinel) || !errors.As(err, &pe) || pe.Code != code {
 		t.Fatalf("got %v, want %v (%s)", err, sentinel, code)
 	}
@@ -47,7 +48,7 @@ func TestPATLifecycle(t *testing.T) {
 	w := newWeb(t, e, nil)
 	alice, bob := w.signIn("alice"), w.signIn("bob")
 	ctx := ctxT(t)
-	v := clientreg.PATVerifier{Store: e.store, Tenants: []string{other, tenant}}
+	v := agentauth.PATVerifier{Store: e.store, Tenants: []string{other, tenant}}
 
 	expiresIn := int64(7 * 24 * 3600)
 	p := issuePAT(t, w, alice, clientreg.PATRequest{Name: "CI bot", Scopes: []string{"alp.read", "alp.read"}, ExpiresIn: &expiresIn})
@@ -102,35 +103,35 @@ func TestPATLifecycle(t *testing.T) {
 	if got, err := v.VerifyAny(ctx, p.Token); err != nil || got.Tenant != tenant {
 		t.Fatalf("verify any: %+v %v", got, err)
 	}
-	pe := wantPATErr(t, func() error { _, err := v.Verify(ctx, tenant, p.Token, "alp.read", "alp.send"); return err }(), clientreg.ErrInsufficientScope, "insufficient_scope")
+	pe := wantPATErr(t, func() error { _, err := v.Verify(ctx, tenant, p.Token, "alp.read", "alp.send"); return err }(), agentauth.ErrInsufficientScope, "insufficient_scope")
 	if !strings.Contains(pe.Description, "alp.send") || strings.Contains(pe.Description, "alp.read") || pe.Scope != "alp.read alp.send" || pe.HTTPStatus() != http.StatusForbidden {
 		t.Errorf("insufficient scope error %+v", pe)
 	}
 	_, err = v.Verify(ctx, other, p.Token)
-	wantPATErr(t, err, clientreg.ErrInvalidPAT, "invalid_token")
+	wantPATErr(t, err, agentauth.ErrInvalidPAT, "invalid_token")
 	tampered := p.Token[:len(p.Token)-2] + flip(p.Token[len(p.Token)-2]) + p.Token[len(p.Token)-1:]
 	_, err = v.Verify(ctx, tenant, tampered)
-	wantPATErr(t, err, clientreg.ErrInvalidPAT, "invalid_token")
+	wantPATErr(t, err, agentauth.ErrInvalidPAT, "invalid_token")
 	_, err = v.VerifyAny(ctx, tampered)
-	wantPATErr(t, err, clientreg.ErrInvalidPAT, "invalid_token")
+	wantPATErr(t, err, agentauth.ErrInvalidPAT, "invalid_token")
 	_, err = v.Verify(ctx, tenant, "alppat_garbage")
-	pe = wantPATErr(t, err, clientreg.ErrInvalidPAT, "invalid_token")
+	pe = wantPATErr(t, err, agentauth.ErrInvalidPAT, "invalid_token")
 	if pe.HTTPStatus() != http.StatusUnauthorized {
 		t.Errorf("status %d", pe.HTTPStatus())
 	}
 	_, err = v.VerifyAny(ctx, "nope")
-	wantPATErr(t, err, clientreg.ErrInvalidPAT, "invalid_token")
+	wantPATErr(t, err, agentauth.ErrInvalidPAT, "invalid_token")
 	unknown, _, _ := accesstoken.NewPAT()
 	_, err = v.Verify(ctx, tenant, unknown)
-	wantPATErr(t, err, clientreg.ErrInvalidPAT, "invalid_token")
+	wantPATErr(t, err, agentauth.ErrInvalidPAT, "invalid_token")
 	if strings.Contains(err.Error(), unknown[len(accesstoken.PATPrefix):]) {
 		t.Error("the error shows the token")
 	}
 
 	// Expired.
-	later := clientreg.PATVerifier{Store: e.store, Now: func() time.Time { return time.Now().Add(8 * 24 * time.Hour) }}
+	later := agentauth.PATVerifier{Store: e.store, Now: func() time.Time { return time.Now().Add(8 * 24 * time.Hour) }}
 	_, err = later.Verify(ctx, tenant, p.Token, "alp.read")
-	wantPATErr(t, err, clientreg.ErrPATExpired, "invalid_token")
+	wantPATErr(t, err, agentauth.ErrPATExpired, "invalid_token")
 
 	// Another person cannot revoke it (and learns nothing), nor without CSRF.
 	wantErr(t, w.do(bob, http.MethodDelete, "/v1/pats/"+p.ID, nil, reqOpt{}), http.StatusNotFound, clientreg.CodeNotFound)
@@ -147,7 +148,7 @@ func TestPATLifecycle(t *testing.T) {
 		t.Fatalf("revoke: %d %s", a.status, a.body)
 	}
 	_, err = v.Verify(ctx, tenant, p.Token, "alp.read")
-	wantPATErr(t, err, clientreg.ErrPATRevoked, "invalid_token")
+	wantPATErr(t, err, agentauth.ErrPATRevoked, "invalid_token")
 	if a := w.do(alice, http.MethodDelete, "/v1/pats/"+p.ID, nil, reqOpt{}); a.status != http.StatusNoContent {
 		t.Fatalf("revoke again: %d %s", a.status, a.body)
 	}
@@ -164,7 +165,7 @@ func TestPATLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = v.Verify(ctx, tenant, p2.Token, "alp.send")
-	pe = wantPATErr(t, err, clientreg.ErrPATRevoked, "invalid_token")
+	pe = wantPATErr(t, err, agentauth.ErrPATRevoked, "invalid_token")
 	if !strings.Contains(pe.Description, "left the company") {
 		t.Errorf("reason %q", pe.Description)
 	}
@@ -239,23 +240,23 @@ func TestPATVerifierFailsClosed(t *testing.T) {
 	ctx := ctxT(t)
 
 	s := e.open(t)
-	if _, err := (clientreg.PATVerifier{Store: s}).Verify(ctx, tenant, p.Token); err != nil {
+	if _, err := (agentauth.PATVerifier{Store: s}).Verify(ctx, tenant, p.Token); err != nil {
 		t.Fatalf("second replica: %v", err)
 	}
 	s.Close()
-	_, err := clientreg.PATVerifier{Store: s}.Verify(ctx, tenant, p.Token)
-	pe := wantPATErr(t, err, clientreg.ErrPATUnavailable, "temporarily_unavailable")
+	_, err := agentauth.PATVerifier{Store: s}.Verify(ctx, tenant, p.Token)
+	pe := wantPATErr(t, err, agentauth.ErrPATUnavailable, "temporarily_unavailable")
 	if pe.HTTPStatus() != http.StatusServiceUnavailable {
 		t.Errorf("status %d", pe.HTTPStatus())
 	}
-	_, err = clientreg.PATVerifier{Store: s, Tenants: []string{tenant}}.VerifyAny(ctx, p.Token)
-	wantPATErr(t, err, clientreg.ErrPATUnavailable, "temporarily_unavailable")
+	_, err = agentauth.PATVerifier{Store: s, Tenants: []string{tenant}}.VerifyAny(ctx, p.Token)
+	wantPATErr(t, err, agentauth.ErrPATUnavailable, "temporarily_unavailable")
 	// Freshness checks can be turned off (the projection is still there).
-	if _, err := (clientreg.PATVerifier{Store: s, MaxStaleness: -1}).Verify(ctx, tenant, p.Token); err != nil {
+	if _, err := (agentauth.PATVerifier{Store: s, MaxStaleness: -1}).Verify(ctx, tenant, p.Token); err != nil {
 		t.Fatal(err)
 	}
-	_, err = clientreg.PATVerifier{}.Verify(ctx, tenant, p.Token)
-	wantPATErr(t, err, clientreg.ErrPATUnavailable, "temporarily_unavailable")
+	_, err = agentauth.PATVerifier{}.Verify(ctx, tenant, p.Token)
+	wantPATErr(t, err, agentauth.ErrPATUnavailable, "temporarily_unavailable")
 }
 
 func TestPATListNotConfigured(t *testing.T) {

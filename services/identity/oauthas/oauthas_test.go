@@ -21,8 +21,8 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/identitystore"
-	"github.com/alpd-project/alpd/internal/oauthas"
 	"github.com/alpd-project/alpd/internal/signin"
+	"github.com/alpd-project/alpd/services/identity/oauthas"
 )
 
 // TestConfidentialClient: a real x/oauth2 client of a company (confidential)

@@ -1,15 +1,40 @@
-package nlipapi
+package ingress
 
 import (
+	"fmt"
 	"math"
-	"net/http"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
-
-	"github.com/alpd-project/alpd/internal/agentauth"
 )
+
+// Rate is a token bucket: Limit events per second, Burst at once.
+type Rate struct {
+	Limit float64
+	Burst int
+}
+
+// RateLimited refuses a message over the agent's, the person's or the
+// tenant's rate limit.
+type RateLimited struct {
+	// Kind is the limit that refused: "agent", "person" or "tenant" (the
+	// one whose bucket refills last).
+	Kind string
+	// RetryAfter is how long until all three buckets hold a token.
+	RetryAfter time.Duration
+}
+
+func (e *RateLimited) Error() string { return "ingress: " + e.Description() }
+
+// Description says which limit refused, for the agent.
+func (e *RateLimited) Description() string {
+	return fmt.Sprintf("too many messages for this %s; retry later", e.Kind)
+}
+
+// RetryAfterSeconds is RetryAfter in whole seconds, rounded up, as HTTP's
+// Retry-After wants it.
+func (e *RateLimited) RetryAfterSeconds() int { return int(math.Ceil(e.RetryAfter.Seconds())) }
 
 // limiters are token buckets per agent, per person and per tenant. Every
 // message takes a token from all three or from none, so a refused message
@@ -30,20 +55,20 @@ type bucket struct {
 // same as a new one, so forgetting it after it refilled changes nothing).
 const idleBucket = 10 * time.Minute
 
-func newLimiters(cfg Config) *limiters {
+func newLimiters(cfg DoorConfig) *limiters {
 	return &limiters{
 		rates:   map[string]Rate{"agent": cfg.PerAgent, "person": cfg.PerPerson, "tenant": cfg.PerTenant},
 		buckets: map[string]*bucket{},
 	}
 }
 
-// allow takes one token for p from each bucket, or returns 429 with the
-// seconds until all three have one.
-func (l *limiters) allow(p agentauth.Principal, now time.Time) *apiError {
+// allow takes one token for snd from each bucket, or returns *RateLimited
+// with the time until all three have one.
+func (l *limiters) allow(snd Sender, now time.Time) error {
 	keys := [...]struct{ kind, key string }{
-		{"agent", p.Tenant + "/" + p.AgentID},
-		{"person", p.Tenant + "/" + p.PersonID},
-		{"tenant", p.Tenant},
+		{"agent", snd.Tenant + "/" + snd.AgentID},
+		{"person", snd.Tenant + "/" + snd.PersonID},
+		{"tenant", snd.Tenant},
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -64,9 +89,7 @@ func (l *limiters) allow(p agentauth.Principal, now time.Time) *apiError {
 	for _, r := range reservations {
 		r.CancelAt(now)
 	}
-	e := newError(http.StatusTooManyRequests, "rate_limited", "too many messages for this %s; retry later", limited)
-	e.RetryAfter = int(math.Ceil(wait.Seconds()))
-	return e
+	return &RateLimited{Kind: limited, RetryAfter: wait}
 }
 
 func (l *limiters) bucket(kind, key string, now time.Time) *bucket {

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/identitystore"
+	"github.com/alpd-project/alpd/services/identity/clientreg"
 )
 
 // docServer is an https server on 127.0.0.1 serving metadata documents.

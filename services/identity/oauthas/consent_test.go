@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/oauth2"
 
-	"github.com/alpd-project/alpd/internal/oauthas"
+	"github.com/alpd-project/alpd/services/identity/oauthas"
 )
 
 func authURL(h *harness, c testClient, tenant, challengeVerifier string) string {

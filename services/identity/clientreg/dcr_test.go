@@ -13,8 +13,8 @@ import (
 	"golang.org/x/time/rate"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/identitystore"
+	"github.com/alpd-project/alpd/services/identity/clientreg"
 )
 
 // dcrServer serves DCRHandler(tenant) at /register.

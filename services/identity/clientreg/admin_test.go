@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/internal/clientreg"
 	"github.com/alpd-project/alpd/internal/identitystore"
+	"github.com/alpd-project/alpd/services/identity/clientreg"
 )
 
 func TestAdminRegistersConfidentialClient(t *testing.T) {

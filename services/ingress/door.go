@@ -1,0 +1,299 @@
+package ingress
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/nmp"
+)
+
+// ScopeSend is the scope an agent's credential needs to send.
+const ScopeSend = "alp.send"
+
+// DoorConfig tunes the send path. Zero values take the defaults.
+type DoorConfig struct {
+	// DecisionWait is how long a send waits for policy's decision before
+	// answering "pending" (default 3s).
+	DecisionWait time.Duration
+	// Rates: per agent, per person and per tenant (requests per second and
+	// burst). Every message counts against all three.
+	PerAgent, PerPerson, PerTenant Rate
+	// NMP bounds and rules for agent-supplied NMP headers.
+	NMP nmp.Config
+}
+
+// DefaultDoorConfig returns the defaults.
+func DefaultDoorConfig() DoorConfig {
+	return DoorConfig{
+		DecisionWait: 3 * time.Second,
+		PerAgent:     Rate{Limit: 20, Burst: 40},
+		PerPerson:    Rate{Limit: 50, Burst: 100},
+		PerTenant:    Rate{Limit: 1000, Burst: 2000},
+		NMP:          nmp.DefaultConfig(),
+	}
+}
+
+func (c DoorConfig) complete() DoorConfig {
+	d := DefaultDoorConfig()
+	if c.DecisionWait <= 0 {
+		c.DecisionWait = d.DecisionWait
+	}
+	for _, r := range []struct{ have, def *Rate }{{&c.PerAgent, &d.PerAgent}, {&c.PerPerson, &d.PerPerson}, {&c.PerTenant, &d.PerTenant}} {
+		if r.have.Limit <= 0 || r.have.Burst <= 0 {
+			*r.have = *r.def
+		}
+	}
+	if c.NMP == (nmp.Config{}) {
+		c.NMP = d.NMP
+	}
+	return c
+}
+
+// Door is the send path every agent binding shares (NLIP today; REST and
+// MCP take the same one): it admits an agent by its credential, with the
+// trust the credential's class earns and the rate limits, sends a
+// submission and awaits policy's decision up to a deadline, and reads an
+// envelope's outcome later. A binding only decodes its wire format into a
+// Submission and encodes the Outcome or the error back, so two bindings
+// cannot disagree about who may send what.
+type Door struct {
+	s      *Service
+	cfg    DoorConfig
+	limits *limiters
+	log    *slog.Logger
+}
+
+// NewDoor builds a send path on s, logging to log (nil: the service's
+// logger). Its rate limits are its own: every message through it counts
+// against them.
+func NewDoor(s *Service, cfg DoorConfig, log *slog.Logger) *Door {
+	cfg = cfg.complete()
+	if log == nil {
+		log = s.Logger
+	}
+	return &Door{s: s, cfg: cfg, limits: newLimiters(cfg), log: log}
+}
+
+// Admit authenticates an agent's bearer credential (the value of an
+// Authorization header), sets the trust its class earns, and takes one
+// message from the agent's, the person's and the tenant's rate limits. The
+// sender is what the credential proves, never what a message says. Errors:
+// *agentauth.Error for a refused credential, *RateLimited over a limit.
+func (d *Door) Admit(ctx context.Context, authorization string) (Sender, error) {
+	p, err := d.s.Authenticator().Authenticate(ctx, authorization)
+	if err != nil {
+		return Sender{}, err
+	}
+	trust, reason := trustOf(p)
+	snd := Sender{Tenant: p.Tenant, PersonID: p.PersonID, Address: p.Address, AgentID: p.AgentID,
+		Trust: trust, TrustReason: reason, Scopes: p.Scopes}
+	if err := d.limits.allow(snd, time.Now()); err != nil {
+		return Sender{}, err
+	}
+	return snd, nil
+}
+
+// trustOf is the NMP trust a credential earns: company agents are trusted
+// (3), consumer agents verified (2) — docs/identity.md.
+func trustOf(p agentauth.Principal) (nmpv1.TrustLevel, string) {
+	if p.Class == accesstoken.ClassCompany {
+		return nmpv1.TrustLevel_TRUST_LEVEL_TRUSTED, "company agent credential (" + p.Credential + ")"
+	}
+	return nmpv1.TrustLevel_TRUST_LEVEL_VERIFIED, "consumer agent credential (" + p.Credential + ")"
+}
+
+// MaySend refuses a sender whose credential lacks ScopeSend: an
+// *agentauth.Error (403, with the challenge naming the scope). Send checks
+// it too; a binding calls it first when the refusal must come before it
+// reads the rest of the message.
+func (d *Door) MaySend(snd Sender) error {
+	if slices.Contains(snd.Scopes, ScopeSend) {
+		return nil
+	}
+	e := &accesstoken.Error{Code: accesstoken.CodeInsufficientScope, Scope: ScopeSend}
+	return &agentauth.Error{Status: http.StatusForbidden, Code: accesstoken.CodeInsufficientScope,
+		Description: "the credential does not allow sending (scope " + ScopeSend + ")",
+		Challenge:   e.WWWAuthenticate(d.s.Authenticator().ResourceMetadataURL)}
+}
+
+// NMPReport is what the broker made of an agent's NMP header, for the
+// agent to hear before anything is stored.
+type NMPReport struct {
+	// Ignored is what the broker did not take from the header.
+	Ignored []string
+	// Conflicts the agent's signals show (CONFLICT, INCONSISTENCY, RISK):
+	// reported back, not refused.
+	Conflicts []string
+}
+
+// BudgetHalted refuses a send whose agent's NMP budget is at or over the
+// halt threshold.
+type BudgetHalted struct {
+	TokensUsed, MaxTokens, Percent uint64
+}
+
+func (e *BudgetHalted) Error() string { return "ingress: " + e.Description() }
+
+// Description says why, for the agent.
+func (e *BudgetHalted) Description() string {
+	return fmt.Sprintf("the NMP budget is spent: tokens_used %d of max_tokens %d is at or over the halt threshold (%d%%)",
+		e.TokensUsed, e.MaxTokens, e.Percent)
+}
+
+// AgentNMP parses the NMP header the agent sent (the JSON of an
+// nmp_message) and attaches it to sub, whose Sender is set: Accept merges it
+// after the ingress hop. Merging it here on the credential's trust gives the
+// same budget, signals and ignored parts, which the agent must hear about
+// before anything is stored; an agent that asks for less trust caps it.
+// Errors: *nmp.Error for a header that does not parse, *BudgetHalted.
+func (d *Door) AgentNMP(sub *Submission, raw []byte) (NMPReport, error) {
+	agent, err := nmp.ParseAgentHeader(raw, d.cfg.NMP.Limits)
+	if err != nil {
+		return NMPReport{}, err
+	}
+	trust := sub.Sender.Trust
+	hdr, ignored := nmp.Apply(&nmpv1.NmpHeader{Trust: trust}, agent, d.cfg.NMP)
+	var rep NMPReport
+	for _, ig := range ignored {
+		rep.Ignored = append(rep.Ignored, ig.String())
+	}
+	if nmp.Halted(hdr.GetBudget(), d.cfg.NMP.Halt) {
+		return NMPReport{}, &BudgetHalted{TokensUsed: hdr.GetBudget().GetTokensUsed(), MaxTokens: hdr.GetBudget().GetMaxTokens(),
+			Percent: d.cfg.NMP.Halt.Percent}
+	}
+	for _, c := range nmp.Detect(hdr.GetSignals(), d.cfg.NMP.Rules) {
+		rep.Conflicts = append(rep.Conflicts, string(c.Kind)+": "+c.Message)
+	}
+	if hdr.GetTrust() < trust {
+		sub.TrustCap, sub.TrustCapReason = agent.TrustCap()
+	}
+	sub.AgentNMP, sub.NMP = agent, d.cfg.NMP
+	return rep, nil
+}
+
+// Outcome names, the same in every binding.
+const (
+	OutcomeDeliver        = "deliver"
+	OutcomeDeliverPartial = "deliver_partial"
+	OutcomeHold           = "hold"
+	OutcomeRefuse         = "refuse"
+	// OutcomePending: policy has not decided within the wait.
+	OutcomePending = "pending"
+)
+
+var outcomeNames = map[alpv1.Outcome]string{
+	alpv1.Outcome_OUTCOME_DELIVER:         OutcomeDeliver,
+	alpv1.Outcome_OUTCOME_DELIVER_PARTIAL: OutcomeDeliverPartial,
+	alpv1.Outcome_OUTCOME_HOLD:            OutcomeHold,
+	alpv1.Outcome_OUTCOME_REFUSE:          OutcomeRefuse,
+}
+
+// Outcome is what became of one envelope, as far as the sender may know.
+type Outcome struct {
+	EnvelopeID string
+	// Type and To are the envelope's as sent; empty for a pending envelope
+	// looked up by id (Status), whose sealed event is not opened for it.
+	Type, To string
+	// Decided: policy has decided; false while pending.
+	Decided bool
+	// Outcome is one of the Outcome names; OutcomePending while undecided
+	// (and for a decision of a kind this broker does not know).
+	Outcome string
+	Reasons []Reason
+	// Duplicate: the agent had already submitted this idempotency key; no
+	// new event was written.
+	Duplicate bool
+}
+
+// Reason is one reason of policy's decision.
+type Reason struct {
+	Party, Rule, Field, Message string
+}
+
+// outcomeOf describes envelope id as sent (env) and decided (d, nil while
+// pending).
+func outcomeOf(id string, env *alpv1.Envelope, d *alpv1.Decided) Outcome {
+	o := Outcome{EnvelopeID: id, Type: env.GetType(), To: env.GetTo(), Outcome: OutcomePending}
+	if d == nil {
+		return o
+	}
+	o.Decided = true
+	if name, ok := outcomeNames[d.GetOutcome()]; ok {
+		o.Outcome = name
+	}
+	for _, r := range d.GetReasons() {
+		o.Reasons = append(o.Reasons, Reason{Party: r.GetParty(), Rule: r.GetRule(), Field: r.GetField(), Message: r.GetMessage()})
+	}
+	return o
+}
+
+// Send submits sub (from an admitted sender) and waits up to DecisionWait
+// for policy's decision; past it, the outcome is pending and the agent
+// looks it up later (Status). The decision is awaited before the
+// submission is appended, so a fast decision is not missed; a retry of a
+// submission decided long ago finds the decision in the stream. A failure
+// while waiting is logged and answered as pending: the envelope is stored,
+// and the agent can ask again.
+func (d *Door) Send(ctx context.Context, sub Submission) (Outcome, error) {
+	if err := d.MaySend(sub.Sender); err != nil {
+		return Outcome{}, err
+	}
+	id, err := d.s.EnvelopeID(ctx, sub.Sender, sub.IdempotencyKey)
+	if err != nil {
+		return Outcome{}, err
+	}
+	sub.EnvelopeID = id
+	w, err := d.s.Await(sub.Sender.Tenant, sub.Sender.PersonID, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer w.Close()
+	acc, err := d.s.Accept(ctx, sub)
+	if err != nil {
+		return Outcome{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, d.cfg.DecisionWait)
+	defer cancel()
+	dec, err := w.Wait(wctx, acc.Duplicate)
+	if err != nil {
+		d.log.Warn("waiting for a decision failed", "envelope", acc.EnvelopeID, "err", err)
+	}
+	o := outcomeOf(acc.EnvelopeID, sub.Envelope, dec)
+	o.Duplicate = acc.Duplicate
+	return o, nil
+}
+
+// Status is the outcome of one of snd's person's envelopes, for an agent
+// whose send answered pending: decided, or pending while its
+// SendRequested is on the send stream; ErrUnknownEnvelope when the person
+// never sent it (or its events aged out). An id that is not a UUID is
+// ErrInvalidEnvelopeID.
+func (d *Door) Status(ctx context.Context, snd Sender, envelopeID string) (Outcome, error) {
+	id, err := ParseEnvelopeID(envelopeID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	dec, err := d.s.Decision(ctx, snd.Tenant, snd.PersonID, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if dec != nil {
+		return outcomeOf(id, dec.GetEnvelope(), dec), nil
+	}
+	sent, err := d.s.Submitted(ctx, snd.Tenant, snd.PersonID, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if !sent {
+		return Outcome{}, fmt.Errorf("%w: %s", ErrUnknownEnvelope, id)
+	}
+	return outcomeOf(id, nil, nil), nil
+}
