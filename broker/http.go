@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -230,7 +231,7 @@ func (b *Broker) StreamStatuses() []StreamStatus {
 			st.MaxAge = cfg.MaxAge.String()
 		}
 		for _, src := range cfg.Sources {
-			st.Sources = append(st.Sources, src.Name+" "+src.FilterSubject)
+			st.Sources = append(st.Sources, src.Name+" "+bus.SourceFilter(src))
 		}
 		out = append(out, st)
 	}

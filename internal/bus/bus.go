@@ -150,6 +150,11 @@ type StreamSpec struct {
 	// Sources (stream name without namespace → subject filter) feed a work
 	// queue from event logs owned by other services.
 	Sources map[string]string
+	// Transforms (source stream name → destination) rewrite a source's
+	// subjects as they enter the queue: the source's filter is the
+	// transform's source pattern (a NATS subject transform), e.g. to append
+	// a partition token.
+	Transforms map[string]string
 	// Description says what the stream holds; it is shown by nats stream info.
 	Description string
 }
@@ -180,14 +185,27 @@ func (b *Bus) Config(spec StreamSpec) jetstream.StreamConfig {
 		cfg.Duplicates = spec.MaxAge
 	}
 	for name, filter := range spec.Sources {
-		cfg.Sources = append(cfg.Sources, &jetstream.StreamSource{
-			Name:          b.StreamName(name),
-			FilterSubject: filter,
-			OptStartSeq:   SourceStart,
-		})
+		src := &jetstream.StreamSource{Name: b.StreamName(name), OptStartSeq: SourceStart}
+		if dest, ok := spec.Transforms[name]; ok {
+			// NATS takes a filter or transforms on a source, not both: the
+			// transform's source pattern filters.
+			src.SubjectTransforms = []jetstream.SubjectTransformConfig{{Source: filter, Destination: dest}}
+		} else {
+			src.FilterSubject = filter
+		}
+		cfg.Sources = append(cfg.Sources, src)
 	}
 	sortSources(cfg.Sources)
 	return cfg
+}
+
+// SourceFilter is the subjects src takes from its stream: its filter, or
+// the source pattern of its transform.
+func SourceFilter(src *jetstream.StreamSource) string {
+	if len(src.SubjectTransforms) > 0 {
+		return src.SubjectTransforms[0].Source
+	}
+	return src.FilterSubject
 }
 
 // EnsureStream creates the stream or brings its configuration up to the
@@ -198,8 +216,8 @@ func (b *Bus) EnsureStream(ctx context.Context, spec StreamSpec) (jetstream.Stre
 }
 
 // EnsureStreamConfig is EnsureStream for a configuration a spec cannot
-// say (the ledger's atomic batches, sources with subject transforms),
-// usually b.Config(spec) with a few fields added.
+// say (the ledger's atomic batches), usually b.Config(spec) with a few
+// fields added.
 func (b *Bus) EnsureStreamConfig(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	s, err := b.js.Stream(ctx, cfg.Name)
 	switch {

@@ -15,7 +15,14 @@ const (
 
 // DeadLetterSubject is where consumer durable's dead letters go.
 func (b *Bus) DeadLetterSubject(durable string) string {
-	return fmt.Sprintf("%s.deadletter.%s.%s", SubjectPrefix, b.opts.Namespace, durable)
+	return DeadLetterSubjectIn(b.opts.Namespace, durable)
+}
+
+// DeadLetterSubjectIn is where consumer durable of broker namespace ns
+// puts its dead letters: alp.deadletter.<ns>.<durable>. The NATS
+// permissions (internal/natsauth) allow each consumer exactly this subject.
+func DeadLetterSubjectIn(ns, durable string) string {
+	return fmt.Sprintf("%s.deadletter.%s.%s", SubjectPrefix, ns, durable)
 }
 
 func (b *Bus) deadLetterSpec() StreamSpec {

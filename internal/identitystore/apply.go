@@ -25,7 +25,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 		// version: skipped.
 		return nil
 	}
-	token, aggregate, id, ok := subjectParts(subject)
+	token, aggregate, id, ok := streams.ParseIdentitySubject(subject)
 	if !ok {
 		return fmt.Errorf("subject %q is not alp.identity.<tenant>.<aggregate>.<id>", subject)
 	}
@@ -51,7 +51,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 		// entry of the person map purged. The person stays (their grants
 		// and tokens must keep failing), marked erased.
 		e := b.DataKeyDestroyed
-		if err := body(e.GetTenant(), "erasure", e.GetPersonId()); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityErasure, e.GetPersonId()); err != nil {
 			return err
 		}
 		if p := ts.persons[e.GetPersonId()]; p != nil {
@@ -73,10 +73,10 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 			return fmt.Errorf("person %s already bound", e.GetPersonId())
 		}
 		p := &Person{Tenant: tenant, ID: e.GetPersonId(), Roles: slices.Clone(e.GetRoles()), Bound: e.GetBound().AsTime()}
-		if aggregate == "idp" {
+		if aggregate == streams.IdentityIdPAccount {
 			// An earlier version's binding, with the account and address
 			// in clear on the account's subject.
-			if err := body(e.GetTenant(), "idp", accountToken(e.GetIssuer(), e.GetSubject())); err != nil {
+			if err := body(e.GetTenant(), streams.IdentityIdPAccount, accountToken(e.GetIssuer(), e.GetSubject())); err != nil {
 				return err
 			}
 			key := accountKey(e.GetIssuer(), e.GetSubject())
@@ -86,7 +86,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 			p.legacy = personmap.Entry{Address: e.GetAddress(), Issuer: e.GetIssuer(), Subject: e.GetSubject()}
 			ts.byAccount[key] = e.GetPersonId()
 		} else {
-			if err := body(e.GetTenant(), "person", e.GetPersonId()); err != nil {
+			if err := body(e.GetTenant(), streams.IdentityPerson, e.GetPersonId()); err != nil {
 				return err
 			}
 			if e.GetIssuer() != "" || e.GetSubject() != "" || e.GetAddress() != "" {
@@ -97,7 +97,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_PersonUpdated:
 		e := b.PersonUpdated
-		if err := body(e.GetTenant(), "person", e.GetPersonId()); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityPerson, e.GetPersonId()); err != nil {
 			return err
 		}
 		p := ts.persons[e.GetPersonId()]
@@ -111,7 +111,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_PersonRebound:
 		e := b.PersonRebound
-		if err := body(e.GetTenant(), "person", e.GetPersonId()); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityPerson, e.GetPersonId()); err != nil {
 			return err
 		}
 		if ts.persons[e.GetPersonId()] == nil {
@@ -124,7 +124,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_PersonSessionsRevoked:
 		e := b.PersonSessionsRevoked
-		if err := body(e.GetTenant(), "person", e.GetPersonId()); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityPerson, e.GetPersonId()); err != nil {
 			return err
 		}
 		p := ts.persons[e.GetPersonId()]
@@ -137,7 +137,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_PersonAgentsRevoked:
 		e := b.PersonAgentsRevoked
-		if err := body(e.GetTenant(), "person", e.GetPersonId()); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityPerson, e.GetPersonId()); err != nil {
 			return err
 		}
 		p := ts.persons[e.GetPersonId()]
@@ -151,7 +151,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_ClientRegistered:
 		e := b.ClientRegistered
-		if err := body(e.GetTenant(), "client", clientToken(e.GetClientId())); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityClient, clientToken(e.GetClientId())); err != nil {
 			return err
 		}
 		if ts.clients[e.GetClientId()] != nil {
@@ -167,7 +167,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_VendorAttestationBound:
 		e := b.VendorAttestationBound
-		if err := body(e.GetTenant(), "client", clientToken(e.GetClientId())); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityClient, clientToken(e.GetClientId())); err != nil {
 			return err
 		}
 		c := ts.clients[e.GetClientId()]
@@ -178,21 +178,21 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_ClientFirstUsed:
 		e := b.ClientFirstUsed
-		if err := body(e.GetTenant(), "client", clientToken(e.GetClientId())); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityClient, clientToken(e.GetClientId())); err != nil {
 			return err
 		}
 		return ts.applyClientFirstUsed(e)
 
 	case *alpv1.Event_DynamicClientExpired:
 		e := b.DynamicClientExpired
-		if err := body(e.GetTenant(), "client", clientToken(e.GetClientId())); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityClient, clientToken(e.GetClientId())); err != nil {
 			return err
 		}
 		return ts.applyDynamicClientExpired(e)
 
 	case *alpv1.Event_GrantIssued:
 		e := b.GrantIssued
-		if err := body(e.GetTenant(), "grant", e.GetGrantId()); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityGrant, e.GetGrantId()); err != nil {
 			return err
 		}
 		if ts.grants[e.GetGrantId()] != nil {
@@ -211,7 +211,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_RefreshTokenRotated:
 		e := b.RefreshTokenRotated
-		if err := body(e.GetTenant(), "grant", e.GetGrantId()); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityGrant, e.GetGrantId()); err != nil {
 			return err
 		}
 		g := ts.grants[e.GetGrantId()]
@@ -227,7 +227,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_GrantRevoked:
 		e := b.GrantRevoked
-		if err := body(e.GetTenant(), "grant", e.GetGrantId()); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityGrant, e.GetGrantId()); err != nil {
 			return err
 		}
 		g := ts.grants[e.GetGrantId()]
@@ -240,7 +240,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_PersonalAccessTokenIssued:
 		e := b.PersonalAccessTokenIssued
-		if err := body(e.GetTenant(), "pat", e.GetPatId()); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityPAT, e.GetPatId()); err != nil {
 			return err
 		}
 		if ts.pats[e.GetPatId()] != nil {
@@ -258,7 +258,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_PersonalAccessTokenRevoked:
 		e := b.PersonalAccessTokenRevoked
-		if err := body(e.GetTenant(), "pat", e.GetPatId()); err != nil {
+		if err := body(e.GetTenant(), streams.IdentityPAT, e.GetPatId()); err != nil {
 			return err
 		}
 		p := ts.pats[e.GetPatId()]

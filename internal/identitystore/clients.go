@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/streams"
 )
 
 // The lifecycle of dynamically registered clients. Anyone may register one
@@ -30,7 +31,7 @@ func (s *Store) MarkClientUsed(ctx context.Context, tenant, clientID string) (Cl
 	if err != nil {
 		return Client{}, err
 	}
-	cs := subject(tenant, "client", clientToken(clientID))
+	cs := subject(tenant, streams.IdentityClient, clientToken(clientID))
 	var out Client
 	err = s.decide(ctx, "mark client used", func() (string, error) {
 		cur, ok, version := s.clientAt(ts, clientID, cs)
@@ -91,7 +92,7 @@ func (s *Store) ExpireDynamicClient(ctx context.Context, tenant, clientID string
 	if ttl <= 0 {
 		return false, invalid("ttl", "must be positive")
 	}
-	cs := subject(tenant, "client", clientToken(clientID))
+	cs := subject(tenant, streams.IdentityClient, clientToken(clientID))
 	expired := false
 	err = s.decide(ctx, "expire dynamic client", func() (string, error) {
 		cur, ok, version := s.clientAt(ts, clientID, cs)

@@ -84,7 +84,7 @@ func (s *Store) newEvent(ctx context.Context, kind, tenant, correlation string, 
 func subject(tenant, aggregate, id string) string {
 	// Every id reaching here is a valid token (generated, hashed or
 	// checked), so Subject cannot fail.
-	s, err := bus.Subject(streams.Identity, tenant, aggregate, id)
+	s, err := streams.IdentitySubject(tenant, aggregate, id)
 	if err != nil {
 		panic(fmt.Sprintf("identitystore: %v", err))
 	}
@@ -189,7 +189,7 @@ func (s *Store) BindPerson(ctx context.Context, tenant, issuer, subj, address st
 	}
 	// The map says who; the stream gets the person (once) and their roles.
 	// A binding interrupted after the map was written is completed here.
-	ps := subject(tenant, "person", id)
+	ps := subject(tenant, streams.IdentityPerson, id)
 	err = s.decide(ctx, "bind person", func() (string, error) {
 		s.mu.RLock()
 		p, found := ts.persons[id]
@@ -262,7 +262,7 @@ func (s *Store) RebindPerson(ctx context.Context, tenant, personID, issuer, subj
 	if err != nil {
 		return Person{}, err
 	}
-	ps := subject(tenant, "person", personID)
+	ps := subject(tenant, streams.IdentityPerson, personID)
 	err = s.decide(ctx, "rebind person", func() (string, error) {
 		s.mu.RLock()
 		version := s.versions[ps]
@@ -293,7 +293,7 @@ func (s *Store) RevokePersonSessions(ctx context.Context, tenant, personID, reas
 		return err
 	}
 	before := timestamppb.Now()
-	ps := subject(tenant, "person", personID)
+	ps := subject(tenant, streams.IdentityPerson, personID)
 	return s.decide(ctx, "revoke person's sessions", func() (string, error) {
 		s.mu.RLock()
 		_, ok := ts.persons[personID]
@@ -511,7 +511,7 @@ func (s *Store) RegisterClient(ctx context.Context, spec ClientSpec) (Client, er
 	if err != nil {
 		return Client{}, err
 	}
-	cs := subject(spec.Tenant, "client", clientToken(spec.ClientID))
+	cs := subject(spec.Tenant, streams.IdentityClient, clientToken(spec.ClientID))
 	var def *alpv1.Actor
 	if spec.Kind == alpv1.ClientKind_CLIENT_KIND_CONFIDENTIAL || spec.Kind == alpv1.ClientKind_CLIENT_KIND_PUBLIC_VENDOR {
 		def = personActor(spec.RegisteredBy)
@@ -552,7 +552,7 @@ func (s *Store) BindVendorAttestation(ctx context.Context, tenant, clientID, att
 	if err := checkText("attestation", attestation, maxText); err != nil {
 		return Client{}, err
 	}
-	cs := subject(tenant, "client", clientToken(clientID))
+	cs := subject(tenant, streams.IdentityClient, clientToken(clientID))
 	var out Client
 	err = s.decide(ctx, "bind vendor attestation", func() (string, error) {
 		s.mu.RLock()
@@ -656,7 +656,7 @@ func (s *Store) IssueGrant(ctx context.Context, spec GrantSpec) (Grant, error) {
 		Issued: timestamppb.Now(), RefreshTokenSha256: spec.RefreshSHA256.bytes(),
 	}}
 	// A fresh random id: the subject is empty, nothing to reload on.
-	if err := s.commit(ctx, subject(spec.Tenant, "grant", id), 0, ev); err != nil {
+	if err := s.commit(ctx, subject(spec.Tenant, streams.IdentityGrant, id), 0, ev); err != nil {
 		return Grant{}, err
 	}
 	return s.Grant(spec.Tenant, id)
@@ -695,7 +695,7 @@ func (s *Store) RotateRefresh(ctx context.Context, tenant, grantID string, prese
 		var gs string
 		var version uint64
 		if ok {
-			gs = subject(tenant, "grant", grantID)
+			gs = subject(tenant, streams.IdentityGrant, grantID)
 			version = s.versions[gs]
 		}
 		s.mu.RUnlock()
@@ -733,7 +733,7 @@ func (s *Store) RotateRefresh(ctx context.Context, tenant, grantID string, prese
 // RevokeGrant voids a grant and every token under it. Revoking a revoked
 // grant does nothing.
 func (s *Store) RevokeGrant(ctx context.Context, tenant, grantID, reason string) error {
-	return s.revoke(ctx, tenant, "grant", "grant_revoked", grantID, reason, func(ts *tenantState) (bool, bool) {
+	return s.revoke(ctx, tenant, streams.IdentityGrant, "grant_revoked", grantID, reason, func(ts *tenantState) (bool, bool) {
 		g, ok := ts.grants[grantID]
 		return ok, ok && g.Revoked
 	}, func(ev *alpv1.Event) {
@@ -788,7 +788,7 @@ func (s *Store) RevokePersonAgents(ctx context.Context, tenant, personID, reason
 		var ps string
 		var version uint64
 		if ok {
-			ps = subject(tenant, "person", personID)
+			ps = subject(tenant, streams.IdentityPerson, personID)
 			version = s.versions[ps]
 		}
 		s.mu.RUnlock()
@@ -841,7 +841,7 @@ func (s *Store) IssuePAT(ctx context.Context, spec PATSpec) (PAT, error) {
 	if !spec.Expires.After(time.Now()) {
 		return PAT{}, invalid("expires", "must be in the future")
 	}
-	ps := subject(spec.Tenant, "pat", spec.ID)
+	ps := subject(spec.Tenant, streams.IdentityPAT, spec.ID)
 	var out PAT
 	err = s.decide(ctx, "issue personal access token", func() (string, error) {
 		s.mu.RLock()
@@ -876,7 +876,7 @@ func (s *Store) IssuePAT(ctx context.Context, spec PATSpec) (PAT, error) {
 // RevokePAT voids a personal access token. Revoking a revoked one does
 // nothing.
 func (s *Store) RevokePAT(ctx context.Context, tenant, patID, reason string) error {
-	return s.revoke(ctx, tenant, "pat", "personal_access_token_revoked", patID, reason, func(ts *tenantState) (bool, bool) {
+	return s.revoke(ctx, tenant, streams.IdentityPAT, "personal_access_token_revoked", patID, reason, func(ts *tenantState) (bool, bool) {
 		p, ok := ts.pats[patID]
 		return ok, ok && p.Revoked
 	}, func(ev *alpv1.Event) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -106,7 +105,7 @@ func Open(ctx context.Context, b *bus.Bus, ks keystore.KeyStore, tenants []strin
 			return nil, fmt.Errorf("%w: tenants: %q listed twice", ErrInvalid, t)
 		}
 		s.tenants[t] = newTenantState(t)
-		s.filters = append(s.filters, fmt.Sprintf("%s.%s.%s.>", bus.SubjectPrefix, streams.Identity, bus.TenantToken(t)))
+		s.filters = append(s.filters, streams.TenantFilter(streams.Identity, t))
 	}
 	people, err := personmap.Open(ctx, b.JetStream(), b.StreamName(natsauth.PersonMapBucket), b.Options().Replicas, ks, personmap.Options{})
 	if err != nil {
@@ -375,13 +374,4 @@ func (s *Store) applyMsg(subject string, seq uint64, data []byte) {
 	s.applied = seq
 	close(s.advanced)
 	s.advanced = make(chan struct{})
-}
-
-// subjectParts splits alp.identity.<tenant token>.<aggregate>.<id>.
-func subjectParts(subject string) (token, aggregate, id string, ok bool) {
-	parts := strings.Split(subject, ".")
-	if len(parts) != 5 || parts[0] != bus.SubjectPrefix || parts[1] != streams.Identity {
-		return "", "", "", false
-	}
-	return parts[2], parts[3], parts[4], true
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/streams"
 )
 
 // Markers around the part of docs/nats-permissions.md that Markdown renders.
@@ -44,10 +45,10 @@ func Markdown() string {
 	for _, u := range Table() {
 		var pubs, cons, owns, durs, shared []string
 		for _, k := range u.Publishes {
-			pubs = append(pubs, fmt.Sprintf("%s.%s.%s.>", bus.SubjectPrefix, k, docTenant))
+			pubs = append(pubs, streams.TenantFilter(k, docTenant))
 		}
 		for _, k := range u.Consumes {
-			cons = append(cons, fmt.Sprintf("%s.%s.%s.>", bus.SubjectPrefix, k, docTenant))
+			cons = append(cons, streams.TenantFilter(k, docTenant))
 		}
 		for _, s := range u.Owns {
 			owns = append(owns, NS(s))

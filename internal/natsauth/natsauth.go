@@ -6,7 +6,8 @@
 //
 // [Table] is the one table of what every role does on NATS. It is derived
 // from internal/streams (a stream's owner publishes its subjects and
-// creates, updates and reads its stream) plus the pieces every consumer
+// creates, updates and reads its stream; its consumers table names each
+// role's durable consumers) plus the pieces every consumer
 // shares (the dead-letter stream, the seen-set bucket) and the data-key
 // bucket of the roles that seal, open or erase bodies. [PermissionsFor]
 // renders one role's allow-lists for a broker namespace and its tenants,
@@ -28,7 +29,6 @@
 package natsauth
 
 import (
-	"maps"
 	"slices"
 	"strings"
 
@@ -126,14 +126,6 @@ type Bucket struct {
 	Why    string
 }
 
-// Consumer is a durable pull consumer a role runs.
-type Consumer struct {
-	// Durable without namespace; on the server it is <NS>_<DURABLE>.
-	Durable string
-	// Stream without namespace.
-	Stream string
-}
-
 // Use is everything one role does on NATS.
 type Use struct {
 	Role alpv1.Role
@@ -146,8 +138,8 @@ type Use struct {
 	// Consumes are the subject kinds whose events reach the role, through
 	// its consumers (never a core subscription).
 	Consumes []string
-	// Consumers are the role's durable consumers.
-	Consumers []Consumer
+	// Consumers are the role's durable consumers (streams.Consumers).
+	Consumers []streams.Consumer
 	// Reads are the streams (by name without namespace) the role follows
 	// with ephemeral ordered readers to build a projection
 	// (internal/identitystore): it may create ephemeral consumers on them,
@@ -169,24 +161,6 @@ type Use struct {
 	Shared []string
 	// Buckets are the KV buckets the role uses.
 	Buckets []Bucket
-}
-
-// consumers lists every durable consumer of the broker, by role. A service
-// that adds a consumer adds it here; the per-role test in this package
-// (each role started with only its own NATS user) fails until it does.
-var consumers = map[alpv1.Role][]Consumer{
-	alpv1.Role_ROLE_POLICY: {{Durable: "policy", Stream: streams.PolicyWork}},
-	alpv1.Role_ROLE_LEDGER: ledgerConsumers(),
-}
-
-// ledgerConsumers are the ledger's partition consumers (the default
-// number of partitions; a ledger configured with more needs this widened).
-func ledgerConsumers() []Consumer {
-	out := make([]Consumer, streams.LedgerPartitions)
-	for p := range out {
-		out[p] = Consumer{Durable: streams.LedgerWorkDurable(p), Stream: streams.LedgerWork}
-	}
-	return out
 }
 
 // batchReaders lists the owned streams a role reads in batches.
@@ -254,7 +228,7 @@ func UseOf(role alpv1.Role) (Use, bool) {
 }
 
 func useOf(role alpv1.Role) Use {
-	u := Use{Role: role, Consumers: slices.Clone(consumers[role]), Reads: slices.Clone(readers[role]), Awaits: slices.Clone(awaiters[role]),
+	u := Use{Role: role, Consumers: streams.OwnedConsumers(role, 0), Reads: slices.Clone(readers[role]), Awaits: slices.Clone(awaiters[role]),
 		BatchReads: slices.Clone(batchReaders[role])}
 	for _, s := range streams.Table() {
 		if s.Owner != role {
@@ -270,11 +244,12 @@ func useOf(role alpv1.Role) Use {
 		kinds := []string{s.Kind}
 		if s.Kind == "" {
 			kinds = nil
-			for _, src := range slices.Sorted(maps.Keys(s.Sources)) {
-				if from, ok := streams.ByName(src); ok && from.Kind != "" {
+			for _, src := range s.Sources {
+				if from, ok := streams.ByName(src.Stream); ok && from.Kind != "" {
 					kinds = append(kinds, from.Kind)
 				}
 			}
+			slices.Sort(kinds) // as the documentation lists them
 		}
 		for _, k := range kinds {
 			if !slices.Contains(u.Consumes, k) {

@@ -112,7 +112,7 @@ func TestPermissionsStayInTheirLane(t *testing.T) {
 					t.Errorf("%s may publish %s", name, s)
 				}
 			case strings.HasPrefix(s, "alp.deadletter."):
-				if !slices.ContainsFunc(u.Consumers, func(c Consumer) bool { return s == "alp.deadletter.acme."+c.Durable }) {
+				if !slices.ContainsFunc(u.Consumers, func(c streams.Consumer) bool { return s == "alp.deadletter.acme."+c.Durable }) {
 					t.Errorf("%s may publish %s", name, s)
 				}
 			case strings.HasPrefix(s, "alp."):
@@ -247,7 +247,7 @@ func TestInbox(t *testing.T) {
 			t.Errorf("IsInbox(%s) = %v", subject, got)
 		}
 	}
-	if got := ProbeSubject("acme", "ledger"); got != "alp.probe.acme.ledger" {
+	if got := streams.ProbeSubject("acme", "ledger"); got != "alp.probe.acme.ledger" {
 		t.Errorf("ProbeSubject = %s", got)
 	}
 }

@@ -57,12 +57,6 @@ func IsInbox(ns, subject string) bool {
 	return false
 }
 
-// ProbeSubject is where service of broker namespace ns answers core-NATS
-// probes (request/reply, never stored in a stream): alp.probe.<ns>.<service>.
-func ProbeSubject(ns, service string) string {
-	return bus.SubjectPrefix + ".probe." + ns + "." + service
-}
-
 var (
 	nameRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 	domainRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -136,7 +130,7 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 
 	for _, kind := range u.Publishes {
 		for _, t := range tenants {
-			allow(&pub, "publish its events", "%s.%s.%s.>", bus.SubjectPrefix, kind, bus.TenantToken(t))
+			allow(&pub, "publish its events", "%s", streams.TenantFilter(kind, t))
 		}
 	}
 	readsOwn := false
@@ -161,7 +155,7 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 		allow(&pub, why+": info (watchdog, lag)", "%sCONSUMER.INFO.%s.%s", jsAPI, st, cn)
 		allow(&pub, why+": pull", "%sCONSUMER.MSG.NEXT.%s.%s", jsAPI, st, cn)
 		allow(&pub, why+": ack, nak, term", "%s%s.%s.>", jsAck, st, cn)
-		allow(&pub, why+": its dead letters", "%s.deadletter.%s.%s", bus.SubjectPrefix, ns, c.Durable)
+		allow(&pub, why+": its dead letters", "%s", bus.DeadLetterSubjectIn(ns, c.Durable))
 	}
 	for _, r := range u.Reads {
 		st := NS(r)
@@ -179,7 +173,7 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 		why := "await answers on `" + NS(a) + "`"
 		allow(&pub, why+": last message on a subject (direct get)", "%sDIRECT.GET.%s.>", jsAPI, NS(a))
 		for _, t := range tenants {
-			allow(&sub, why+": core subscription to per-envelope subjects", "%s.%s.%s.>", bus.SubjectPrefix, def.Kind, bus.TenantToken(t))
+			allow(&sub, why+": core subscription to per-envelope subjects", "%s", streams.TenantFilter(def.Kind, t))
 		}
 	}
 	for _, r := range u.BatchReads {
@@ -227,9 +221,9 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 			allow(&pub, "bucket `"+bn+"`: drop keys without a purge marker (stream purge by subject)", "%sSTREAM.PURGE.%s", jsAPI, stream)
 		}
 	}
-	allow(&pub, "probe any service (core request/reply)", "%s", ProbeSubject(ns, "*"))
+	allow(&pub, "probe any service (core request/reply)", "%s", streams.ProbeSubject(ns, "*"))
 
 	allow(&sub, "its own replies: JetStream API answers, pulled messages, probe answers", "%s.>", InboxPrefix(ns, name))
-	allow(&sub, "answer probes", "%s", ProbeSubject(ns, name))
+	allow(&sub, "answer probes", "%s", streams.ProbeSubject(ns, name))
 	return pub, sub, true
 }

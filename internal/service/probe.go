@@ -10,6 +10,7 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/natsauth"
+	"github.com/alpd-project/alpd/internal/streams"
 )
 
 // HeaderProbeError carries why a probe could not be handled.
@@ -19,7 +20,7 @@ const HeaderProbeError = "Alp-Probe-Error"
 // namespace ns answers probes. No stream captures alp.probe.>: probes are
 // request/reply only, never stored, federated or ledgered.
 func ProbeSubject(ns string, role alpv1.Role) string {
-	return natsauth.ProbeSubject(ns, envelope.ServiceName(role))
+	return streams.ProbeSubject(ns, envelope.ServiceName(role))
 }
 
 // ServeProbes answers probes for s on its probe subject. Replicas of a

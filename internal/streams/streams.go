@@ -1,13 +1,19 @@
-// Package streams is the one table of alpd's JetStream streams: who owns
-// each, which subjects it holds, and how long it keeps them. Services create
-// the streams they own from this table at start-up; docs/architecture.md
-// renders the same table for operators, and later the NATS permission
-// generator derives per-role allow-lists from it.
+// Package streams is alpd's vocabulary between services: the one table of
+// its JetStream streams (who owns each, which subjects it holds, how long
+// it keeps them, which streams feed a work queue and how), the one table
+// of durable consumers (consumers.go), and the builders and filters of
+// every subject one service publishes and another reads (subjects.go).
+// Services create the streams and consumers they own from these tables at
+// start-up; internal/natsauth derives every role's NATS permissions from
+// them, and docs/architecture.md renders the stream table for operators.
+// No subject or consumer name is spelled outside this package
+// (TestNoLiteralSubjects).
 package streams
 
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,12 +51,9 @@ const (
 // LedgerPartitions is the default number of partitions of the ledger's
 // work queue: persons are spread over them by a hash of tenant and person
 // (the NATS partition() subject mapping), one durable consumer each, so
-// one person's events always meet the same writer. The NATS permission
-// table (internal/natsauth) lists this many ledger consumers.
+// one person's events always meet the same writer. The NATS permissions
+// (internal/natsauth) allow this many ledger consumers.
 const LedgerPartitions = 8
-
-// LedgerWorkDurable is the durable consumer of ledger partition p.
-func LedgerWorkDurable(p int) string { return fmt.Sprintf("ledger_p%d", p) }
 
 // IdentityKinds are the event bodies the identity stream carries: key
 // lifecycle, erasure tombstones and the identity state of
@@ -75,12 +78,29 @@ type Stream struct {
 	// Kind is the subject token after "alp."; empty for a sourced queue.
 	Kind string
 	// EventKinds are the event bodies (Event.body field names) it carries.
-	EventKinds  []string
-	Retention   jetstream.RetentionPolicy
-	MaxAge      func(Limits) time.Duration
-	AppendOnly  bool
-	Sources     map[string]string
+	EventKinds []string
+	Retention  jetstream.RetentionPolicy
+	MaxAge     func(Limits) time.Duration
+	AppendOnly bool
+	// Sources feed a work queue from other streams of the table.
+	Sources []Source
+	// Partitions, when set, spreads a sourced queue over that many
+	// partitions: NATS stores each sourced message with its partition
+	// appended as a last token (a subject transform on each source),
+	// computed from the tokens that the wildcards PartitionBy (1-based, in
+	// each source's filter) stand for. Messages alike in those tokens share
+	// a partition and so its one consumer (PartitionFilters).
+	Partitions  int
+	PartitionBy []int
 	Description string
+}
+
+// Source is one stream feeding a queue.
+type Source struct {
+	// Stream is the source's name in the table.
+	Stream string
+	// Filter selects the subjects the queue takes from it.
+	Filter string
 }
 
 func forever(Limits) time.Duration  { return 0 }
@@ -113,14 +133,19 @@ func Table() []Stream {
 			Description: "Approvals: pending items, decisions, standing approvals."},
 		{Name: PolicyWork, Owner: alpv1.Role_ROLE_POLICY, EventKinds: []string{"send_requested"},
 			Retention: jetstream.WorkQueuePolicy, MaxAge: work,
-			Sources:     map[string]string{Send: "alp.send.>", Inbound: "alp.inbound.>"},
+			Sources:     []Source{{Stream: Send, Filter: pattern(Send, ">")}, {Stream: Inbound, Filter: pattern(Inbound, ">")}},
 			Description: "Policy workers' queue, sourced from send and inbound (work queue shared by all policy replicas)."},
-		// The ledger creates this one itself (services/ledger/consumers):
-		// its sources carry subject transforms that append the person's
-		// partition as a last token, which the table's filters cannot say.
+		// Send subjects are alp.send.<tenant>.<person>.<envelope>, erasures
+		// alp.identity.<tenant>.erasure.<person>: wildcards 1 and 2 are
+		// tenant and person in both, so all of a person's events meet in one
+		// partition (queued as alp.send.<tenant>.<person>.<envelope>.<p>).
 		{Name: LedgerWork, Owner: alpv1.Role_ROLE_LEDGER, EventKinds: []string{"send_requested", "data_key_destroyed"},
 			Retention: jetstream.WorkQueuePolicy, MaxAge: events,
-			Sources:     map[string]string{Send: "alp.send.*.*.*", Identity: "alp.identity.*.erasure.*"},
+			Sources: []Source{
+				{Stream: Send, Filter: pattern(Send, "*", "*", "*")},
+				{Stream: Identity, Filter: pattern(Identity, "*", IdentityErasure, "*")},
+			},
+			Partitions: LedgerPartitions, PartitionBy: []int{1, 2},
 			Description: "Ledger writers' queue, sourced from send and identity's erasures, partitioned by person (one consumer per partition, shared by ledger replicas)."},
 	}
 }
@@ -130,14 +155,66 @@ func (s Stream) Spec(tenants []string, l Limits) bus.StreamSpec {
 	spec := bus.StreamSpec{
 		Name: s.Name, Retention: s.Retention, MaxAge: s.MaxAge(l),
 		DenyDelete: s.AppendOnly, DenyPurge: s.AppendOnly,
-		Sources: s.Sources, Description: s.Description,
+		Description: s.Description,
 	}
 	if s.Kind != "" {
 		for _, t := range tenants {
-			spec.Subjects = append(spec.Subjects, fmt.Sprintf("%s.%s.%s.>", bus.SubjectPrefix, s.Kind, bus.TenantToken(t)))
+			spec.Subjects = append(spec.Subjects, TenantFilter(s.Kind, t))
+		}
+	}
+	for _, src := range s.Sources {
+		if spec.Sources == nil {
+			spec.Sources = map[string]string{}
+		}
+		spec.Sources[src.Stream] = src.Filter
+		if s.Partitions > 0 {
+			if spec.Transforms == nil {
+				spec.Transforms = map[string]string{}
+			}
+			spec.Transforms[src.Stream] = s.partitionTransform(src.Filter)
 		}
 	}
 	return spec
+}
+
+// partitionTransform is the destination of the subject transform that
+// appends the partition to the subjects of a source: the filter with each
+// wildcard kept ({{wildcard(i)}}), then {{partition(n,PartitionBy...)}}:
+// alp.send.*.*.* → alp.send.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}.
+func (s Stream) partitionTransform(filter string) string {
+	tokens := strings.Split(filter, ".")
+	w := 0
+	for i, t := range tokens {
+		if t == "*" {
+			w++
+			tokens[i] = fmt.Sprintf("{{wildcard(%d)}}", w)
+		}
+	}
+	by := make([]string, len(s.PartitionBy))
+	for i, p := range s.PartitionBy {
+		by[i] = strconv.Itoa(p)
+	}
+	return strings.Join(tokens, ".") + fmt.Sprintf(".{{partition(%d,%s)}}", s.Partitions, strings.Join(by, ","))
+}
+
+// PartitionFilters are the subjects of partition p of a partitioned queue:
+// each source's filter followed by the partition token.
+func (s Stream) PartitionFilters(p int) []string {
+	out := make([]string, len(s.Sources))
+	for i, src := range s.Sources {
+		out[i] = src.Filter + "." + strconv.Itoa(p)
+	}
+	return out
+}
+
+// WithPartitions is s spread over n partitions instead of the table's
+// number; s itself for n <= 0 or a queue that is not partitioned. (The
+// ledger's number of partitions is an option of the service.)
+func (s Stream) WithPartitions(n int) Stream {
+	if n > 0 && s.Partitions > 0 {
+		s.Partitions = n
+	}
+	return s
 }
 
 // Owned returns the specs of the streams role owns.

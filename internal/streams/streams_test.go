@@ -72,9 +72,9 @@ func TestTableIsConsistent(t *testing.T) {
 			}
 			kinds[s.Kind] = true
 		}
-		for src := range s.Sources {
-			if _, ok := ByName(src); !ok {
-				t.Errorf("%s sources unknown stream %s", s.Name, src)
+		for _, src := range s.Sources {
+			if _, ok := ByName(src.Stream); !ok {
+				t.Errorf("%s sources unknown stream %s", s.Name, src.Stream)
 			}
 		}
 		spec := s.Spec([]string{"a.example", "b.example"}, Limits{EventMaxAge: 1, WorkMaxAge: 2})

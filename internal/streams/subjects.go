@@ -1,6 +1,24 @@
 package streams
 
-import "github.com/alpd-project/alpd/internal/bus"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/alpd-project/alpd/internal/bus"
+)
+
+// pattern is a subject pattern alp.<kind>.<tokens…> (tokens may be
+// wildcards).
+func pattern(kind string, tokens ...string) string {
+	return strings.Join(append([]string{bus.SubjectPrefix, kind}, tokens...), ".")
+}
+
+// TenantFilter is every subject of kind for one tenant:
+// alp.<kind>.<tenant token>.>. A stream holds these for its tenants, its
+// owner may publish on them, and readers filter on them.
+func TenantFilter(kind, tenant string) string {
+	return pattern(kind, bus.TenantToken(tenant), ">")
+}
 
 // SendSubject is the subject of one envelope's SendRequested:
 // alp.send.<tenant>.<person>.<envelope>. One subject per envelope lets
@@ -16,4 +34,68 @@ func SendSubject(tenant, personID, envelopeID string) (string, error) {
 // direct get away for whoever knows the envelope.
 func DecidedSubject(tenant, senderPersonID, envelopeID string) (string, error) {
 	return bus.Subject(Decided, tenant, senderPersonID, envelopeID)
+}
+
+// LedgerSubject is the subject of one person's log:
+// alp.ledger.<tenant>.<person>.
+func LedgerSubject(tenant, personID string) (string, error) {
+	return bus.Subject(Ledger, tenant, personID)
+}
+
+// Aggregates of the identity stream, the fourth token of its subjects
+// alp.identity.<tenant token>.<aggregate>.<id>. Identity writes them all;
+// every role following the identity projection (internal/identitystore)
+// reads them, and the ledger's work queue takes the erasures.
+const (
+	// IdentityPerson: a person's binding, roles and revocations (id: the
+	// person id).
+	IdentityPerson = "person"
+	// IdentityIdPAccount: an earlier version's binding, on the IdP
+	// account's subject (id: a hash of issuer and subject).
+	IdentityIdPAccount = "idp"
+	// IdentityClient: an OAuth client's registration and life (id: a
+	// token of the client id).
+	IdentityClient = "client"
+	// IdentityGrant: a grant (consent), its refresh tokens and revocation.
+	IdentityGrant = "grant"
+	// IdentityPAT: a personal access token and its revocation.
+	IdentityPAT = "pat"
+	// IdentityErasure: a person's erasure tombstone (id: the person id).
+	IdentityErasure = "erasure"
+	// IdentityKeys: a tenant key's lifecycle (id: the key id).
+	IdentityKeys = "keys"
+	// IdentitySecret: a sealed secret identity keeps (id: its name).
+	IdentitySecret = "secret"
+	// IdentityIdPToken: a person's stored IdP refresh token (id: the
+	// person id).
+	IdentityIdPToken = "idptoken"
+)
+
+// IdentitySubject is the subject of one identity aggregate:
+// alp.identity.<tenant>.<aggregate>.<id>.
+func IdentitySubject(tenant, aggregate, id string) (string, error) {
+	return bus.Subject(Identity, tenant, aggregate, id)
+}
+
+// IdentityFilter is every aggregate of one kind of a tenant:
+// alp.identity.<tenant token>.<aggregate>.*.
+func IdentityFilter(tenant, aggregate string) string {
+	return pattern(Identity, bus.TenantToken(tenant), aggregate, "*")
+}
+
+// ParseIdentitySubject splits alp.identity.<tenant token>.<aggregate>.<id>;
+// false for any other subject.
+func ParseIdentitySubject(subject string) (tenantToken, aggregate, id string, ok bool) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 5 || parts[0] != bus.SubjectPrefix || parts[1] != Identity {
+		return "", "", "", false
+	}
+	return parts[2], parts[3], parts[4], true
+}
+
+// ProbeSubject is where service of broker namespace ns answers core-NATS
+// probes (request/reply, never stored in a stream):
+// alp.probe.<ns>.<service>; service "*" is every service's.
+func ProbeSubject(ns, service string) string {
+	return fmt.Sprintf("%s.probe.%s.%s", bus.SubjectPrefix, ns, service)
 }

@@ -17,7 +17,6 @@ import (
 	identityv1 "github.com/alpd-project/alpd/gen/alp/identity/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
-	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
@@ -346,7 +345,7 @@ func (s *Service) provision(ctx context.Context, tenant string) error {
 
 // PublishKey records a key's lifecycle state on the identity stream.
 func (s *Service) PublishKey(ctx context.Context, kl *alpv1.KeyLifecycle) error {
-	subject, err := bus.Subject(streams.Identity, kl.GetTenant(), "keys", kl.GetKeyId())
+	subject, err := streams.IdentitySubject(kl.GetTenant(), streams.IdentityKeys, kl.GetKeyId())
 	if err != nil {
 		return err
 	}
@@ -376,7 +375,7 @@ func (s *Service) Erase(ctx context.Context, tenant, personID string, operator s
 	if err := seal.ValidatePersonID(personID); err != nil {
 		return err
 	}
-	subject, err := bus.Subject(streams.Identity, tenant, "erasure", personID)
+	subject, err := streams.IdentitySubject(tenant, streams.IdentityErasure, personID)
 	if err != nil {
 		return fmt.Errorf("identity: person id: %w", err)
 	}

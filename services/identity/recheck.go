@@ -11,7 +11,6 @@ import (
 	"time"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/services/identity/oauthas"
@@ -52,7 +51,7 @@ func (k refreshKeeper) KeepRefreshToken(ctx context.Context, tenant, personID st
 
 func (k refreshKeeper) keep(ctx context.Context, tenant, personID string, rec idpGrantRecord) error {
 	s := k.s
-	subject, err := bus.Subject(streams.Identity, tenant, "idptoken", personID)
+	subject, err := streams.IdentitySubject(tenant, streams.IdentityIdPToken, personID)
 	if err != nil {
 		return err
 	}
@@ -127,7 +126,7 @@ func (r *Rechecker) state(tenant, personID string) *recheckState {
 // load reads and opens the person's kept grant; nil when none is kept.
 func (r *Rechecker) load(ctx context.Context, tenant, personID string) (*idpGrantRecord, error) {
 	s := r.s
-	subject, err := bus.Subject(streams.Identity, tenant, "idptoken", personID)
+	subject, err := streams.IdentitySubject(tenant, streams.IdentityIdPToken, personID)
 	if err != nil {
 		return nil, err
 	}

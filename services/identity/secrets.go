@@ -16,7 +16,7 @@ import (
 // on the identity stream. The append expects an empty subject, so when
 // replicas race the first one wins and the others read it.
 func (s *Service) sealedSecret(ctx context.Context, tenant, name string, purpose alpv1.KeyPurpose, size int) ([]byte, error) {
-	subject, err := bus.Subject(streams.Identity, tenant, "secret", name)
+	subject, err := streams.IdentitySubject(tenant, streams.IdentitySecret, name)
 	if err != nil {
 		return nil, err
 	}

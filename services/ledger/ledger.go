@@ -4,8 +4,9 @@
 //
 // The service is wired from three parts (Dendrite-style):
 //
-//   - consumers: the partitioned work queue (send requests, erasures) and
-//     the writer that turns each event into a leaf;
+//   - consumers: the writer that turns each event of the partitioned work
+//     queue (send requests, erasures; the queue and its partition
+//     consumers are declared in internal/streams) into a leaf;
 //   - storage/jsstore: the logs themselves — fork-free appends, lazily
 //     loaded trees, snapshots, checkpoints — behind the read interface
 //     storage.Reader that the person-facing API (services/ledger/api)
@@ -27,7 +28,6 @@ import (
 
 	ledgerv1 "github.com/alpd-project/alpd/gen/alp/ledger/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
-	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -134,16 +134,12 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	go s.store.Run(ctx)
-	for p := range s.opts.Partitions {
-		err := s.Consume(ctx, bus.ConsumerSpec{
-			Durable:        streams.LedgerWorkDurable(p),
-			Stream:         streams.LedgerWork,
-			FilterSubjects: consumers.Filters(p),
-			Workers:        s.opts.Workers,
-			MaxAckPending:  s.opts.MaxAckPending,
-			EnsureStream:   s.ensureWork,
-		}, s.writer.Handle)
-		if err != nil {
+	for _, c := range streams.OwnedConsumers(s.Role(), s.opts.Partitions) {
+		spec := c.Spec()
+		spec.Workers = s.opts.Workers
+		spec.MaxAckPending = s.opts.MaxAckPending
+		spec.EnsureStream = s.ensureWork
+		if err := s.Consume(ctx, spec, s.writer.Handle); err != nil {
 			return err
 		}
 	}
@@ -158,7 +154,8 @@ func (s *Service) ensureWork(ctx context.Context) error {
 	if err := s.store.Ensure(ctx, s.Limits); err != nil {
 		return err
 	}
-	_, err := s.Bus.EnsureStreamConfig(ctx, consumers.WorkStreamConfig(s.Bus, s.Tenants, s.Limits, s.opts.Partitions))
+	work, _ := streams.ByName(streams.LedgerWork)
+	_, err := s.Bus.EnsureStream(ctx, work.WithPartitions(s.opts.Partitions).Spec(s.Tenants, s.Limits))
 	return err
 }
 

@@ -43,14 +43,13 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.EnsureOwnedStreams(ctx); err != nil {
 		return err
 	}
-	err := s.Consume(ctx, bus.ConsumerSpec{
-		Durable:      "policy",
-		Stream:       streams.PolicyWork,
-		Workers:      s.workers,
-		EnsureStream: s.EnsureStream(streams.PolicyWork),
-	}, s.handle)
-	if err != nil {
-		return err
+	for _, c := range streams.OwnedConsumers(s.Role(), 0) {
+		spec := c.Spec()
+		spec.Workers = s.workers
+		spec.EnsureStream = s.EnsureStream(c.Stream)
+		if err := s.Consume(ctx, spec, s.handle); err != nil {
+			return err
+		}
 	}
 	s.MarkStarted()
 	return nil

@@ -50,14 +50,14 @@ func (l StreamPATLister) PersonPATs(ctx context.Context, tenant, personID string
 	if err != nil {
 		return nil, fmt.Errorf("clientreg: identity stream: %w", err)
 	}
-	prefix := fmt.Sprintf("%s.%s.%s.pat.", bus.SubjectPrefix, streams.Identity, bus.TenantToken(tenant))
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+"*"))
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(streams.IdentityFilter(tenant, streams.IdentityPAT)))
 	if err != nil {
 		return nil, fmt.Errorf("clientreg: listing PAT subjects: %w", err)
 	}
 	var out []identitystore.PAT
 	for subj := range info.State.Subjects {
-		p, err := l.Store.PAT(tenant, strings.TrimPrefix(subj, prefix))
+		_, _, id, _ := streams.ParseIdentitySubject(subj)
+		p, err := l.Store.PAT(tenant, id)
 		if err != nil || p.PersonID != personID {
 			continue
 		}

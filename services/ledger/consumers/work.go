@@ -9,7 +9,8 @@
 // Each source carries a subject transform that appends the person's
 // partition as a last token, computed by NATS itself with the
 // partition(n, tenant, person) mapping (FNV-1a of the two tokens, modulo
-// n):
+// n); the stream table (internal/streams, LedgerWork) declares sources,
+// partitions and consumers:
 //
 //	alp.send.<tenant>.<person>.<envelope>   → alp.send.<tenant>.<person>.<envelope>.<p>
 //	alp.identity.<tenant>.erasure.<person>  → alp.identity.<tenant>.erasure.<person>.<p>
@@ -32,41 +33,7 @@
 // it while the queue is empty (the ledger's consumer lag is 0).
 package consumers
 
-import (
-	"fmt"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/alpd-project/alpd/internal/bus"
-	"github.com/alpd-project/alpd/internal/streams"
-)
-
-// WorkStreamConfig is the configuration of the ledger's partitioned work
-// queue for n partitions.
-func WorkStreamConfig(b *bus.Bus, tenants []string, l streams.Limits, n int) jetstream.StreamConfig {
-	def, _ := streams.ByName(streams.LedgerWork)
-	cfg := b.Config(def.Spec(tenants, l))
-	partition := fmt.Sprintf("{{partition(%d,1,2)}}", n)
-	cfg.Sources = []*jetstream.StreamSource{
-		{Name: b.StreamName(streams.Identity), OptStartSeq: bus.SourceStart, SubjectTransforms: []jetstream.SubjectTransformConfig{{
-			Source:      "alp.identity.*.erasure.*",
-			Destination: "alp.identity.{{wildcard(1)}}.erasure.{{wildcard(2)}}." + partition,
-		}}},
-		{Name: b.StreamName(streams.Send), OptStartSeq: bus.SourceStart, SubjectTransforms: []jetstream.SubjectTransformConfig{{
-			Source:      "alp.send.*.*.*",
-			Destination: "alp.send.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}." + partition,
-		}}},
-	}
-	return cfg
-}
-
-// Filters are the subjects of partition p in the work queue.
-func Filters(p int) []string {
-	return []string{
-		fmt.Sprintf("alp.send.*.*.*.%d", p),
-		fmt.Sprintf("alp.identity.*.erasure.*.%d", p),
-	}
-}
+import "github.com/alpd-project/alpd/internal/bus"
 
 // Partition is the partition of a person among n, as NATS computes it for
 // the work queue (FNV-1a 32 of tenant token and person id, modulo n).

@@ -34,7 +34,9 @@ func TestPartitionTransform(t *testing.T) {
 	}
 	const n = 8
 	js := b.JetStream()
-	if _, err := js.CreateStream(ctx, WorkStreamConfig(b, tenants, streams.Limits{}, n)); err != nil {
+	work, _ := streams.ByName(streams.LedgerWork)
+	work = work.WithPartitions(n)
+	if _, err := js.CreateStream(ctx, b.Config(work.Spec(tenants, streams.Limits{}))); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]bool{}
@@ -81,7 +83,7 @@ func TestPartitionTransform(t *testing.T) {
 		p := parts[len(parts)-1]
 		matched := 0
 		for q := range n {
-			for _, f := range Filters(q) {
+			for _, f := range work.PartitionFilters(q) {
 				if subjectMatches(f, subj) {
 					matched++
 					if fmt.Sprint(q) != p {

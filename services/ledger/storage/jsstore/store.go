@@ -245,11 +245,6 @@ func (s *Store) Ensure(ctx context.Context, l streams.Limits) error {
 	return nil
 }
 
-// Subject is the subject of a person's log.
-func Subject(tenant, person string) (string, error) {
-	return bus.Subject(streams.Ledger, tenant, person)
-}
-
 // Origin is the checkpoint origin of a person's log.
 func Origin(tenant, person string) string { return ledgerlog.Origin(tenant, person) }
 
@@ -300,7 +295,7 @@ func (s *Store) acquire(tenant, person string) (*logState, error) {
 	if err := s.check(tenant, person); err != nil {
 		return nil, err
 	}
-	subject, err := Subject(tenant, person)
+	subject, err := streams.LedgerSubject(tenant, person)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", storage.ErrInvalid, err)
 	}

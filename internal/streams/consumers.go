@@ -1,0 +1,73 @@
+package streams
+
+import (
+	"fmt"
+	"slices"
+
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/bus"
+)
+
+// ConsumerKind says how a durable consumer shares its stream.
+type ConsumerKind int
+
+const (
+	// WorkConsumer is the one durable of a work queue: every replica of
+	// its owner pulls from it, each message goes to one of them.
+	WorkConsumer ConsumerKind = iota + 1
+	// PartitionConsumer is one partition's durable of a partitioned queue:
+	// it filters on that partition's subjects, so the events of one
+	// partition are handled by one consumer, in stream order.
+	PartitionConsumer
+)
+
+// Consumer is one durable consumer of a broker.
+type Consumer struct {
+	// Durable is its name without namespace; on the server it is
+	// <NS>_<DURABLE>, and its dead letters go to
+	// alp.deadletter.<ns>.<durable>.
+	Durable string
+	// Stream is the stream it reads (name without namespace).
+	Stream string
+	// FilterSubjects select what it takes from the stream; none: all.
+	FilterSubjects []string
+	// Owner is the role that runs it.
+	Owner alpv1.Role
+	Kind  ConsumerKind
+}
+
+// Consumers lists every durable consumer of a broker, partitioned queues
+// with the table's number of partitions; the NATS permissions
+// (internal/natsauth) allow exactly these.
+func Consumers() []Consumer { return consumers(0) }
+
+// OwnedConsumers are the durable consumers role runs, with partitioned
+// queues spread over partitions partitions (0: the table's number).
+func OwnedConsumers(role alpv1.Role, partitions int) []Consumer {
+	var out []Consumer
+	for _, c := range consumers(partitions) {
+		if c.Owner == role {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func consumers(partitions int) []Consumer {
+	out := []Consumer{
+		{Durable: "policy", Stream: PolicyWork, Owner: alpv1.Role_ROLE_POLICY, Kind: WorkConsumer},
+	}
+	work, _ := ByName(LedgerWork)
+	work = work.WithPartitions(partitions)
+	for p := range work.Partitions {
+		out = append(out, Consumer{Durable: fmt.Sprintf("ledger_p%d", p), Stream: LedgerWork,
+			FilterSubjects: work.PartitionFilters(p), Owner: alpv1.Role_ROLE_LEDGER, Kind: PartitionConsumer})
+	}
+	return out
+}
+
+// Spec is the consumer's part of a bus consumer; the service adds how it
+// runs it (workers, pending limits, the stream to bring back).
+func (c Consumer) Spec() bus.ConsumerSpec {
+	return bus.ConsumerSpec{Durable: c.Durable, Stream: c.Stream, FilterSubjects: slices.Clone(c.FilterSubjects)}
+}
