@@ -46,7 +46,7 @@ const (
 	// the broker creates it as <NS>_DATAKEYS.
 	DataKeysBucket = "datakeys"
 	// OAuthCodesBucket holds identity's one-time authorization codes and
-	// used client-assertion ids (internal/oauthas), keyed by hashes.
+	// used client-assertion ids (services/identity/oauthas), keyed by hashes.
 	OAuthCodesBucket = "oauthcodes"
 	// LedgerSecretsBucket holds the ledger's per-person secrets (salts and
 	// openings of commitments), wrapped, keyed "<tenant domain>.<person>";

@@ -22,7 +22,7 @@ import (
 )
 
 // ClientSource finds the OAuth client of a tenant by client id (the same
-// interface as internal/oauthas's).
+// interface as services/identity/oauthas's).
 type ClientSource interface {
 	Client(ctx context.Context, tenant, clientID string) (identitystore.Client, error)
 }

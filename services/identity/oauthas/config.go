@@ -96,7 +96,7 @@ func (f PersonRecheckFunc) Recheck(ctx context.Context, tenant, personID string)
 
 // ClientSource finds the OAuth client of a tenant by client id. Every client
 // lookup of the authorization server goes through it. The default,
-// StoreClients, knows registered clients only; internal/clientreg provides
+// StoreClients, knows registered clients only; services/identity/clientreg provides
 // one that also understands Client ID Metadata Documents.
 //
 // An error matching identitystore.ErrNotFound or ErrNotHosted is an unknown
@@ -211,7 +211,7 @@ type Deps struct {
 	Recheck PersonRechecker
 	// Registration, when set, is the route of a tenant's dynamic client
 	// registration, mounted at <issuer>/register with its body limit
-	// (internal/clientreg's DCRRoute).
+	// (services/identity/clientreg's DCRRoute).
 	Registration func(tenant string) httproute.Route
 	// Logger; nil discards. Tokens, codes and secrets are never logged.
 	Logger *slog.Logger
