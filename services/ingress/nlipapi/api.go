@@ -27,12 +27,6 @@ import (
 	"github.com/alpd-project/alpd/services/ingress"
 )
 
-// Scopes an agent's credential needs.
-const (
-	ScopeSend = "alp.send"
-	ScopeRead = "alp.read"
-)
-
 // Backend is what the bindings need from the ingress service.
 type Backend interface {
 	Authenticator() *agentauth.Authenticator

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/mail"
 	"slices"
 	"strings"
 	"unicode"
@@ -14,6 +13,7 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/nlip"
 	"github.com/alpd-project/alpd/internal/nmp"
@@ -166,24 +166,12 @@ func recipient(m *nlip.Message) (string, *apiError) {
 			"name the recipient in a submessage labeled %q (structured/uri \"acct:person@domain\")", labelTo)
 	}
 	s, isText := sm.Content.Text()
-	addr := strings.TrimPrefix(strings.TrimSpace(s), "acct:")
-	if !isText || !validAddress(addr) {
+	addr, err := alp.ParseAddress(strings.TrimSpace(s))
+	if !isText || err != nil {
 		return "", pointed(http.StatusBadRequest, "invalid_alp_message", fmt.Sprintf("/submessages/%d/content", i),
 			"the recipient must be an address person@domain (optionally as an acct: URI)")
 	}
-	return strings.ToLower(addr), nil
-}
-
-func validAddress(s string) bool {
-	if len(s) > 320 {
-		return false
-	}
-	a, err := mail.ParseAddress(s)
-	if err != nil || a.Name != "" || a.Address != s {
-		return false
-	}
-	local, domain, ok := strings.Cut(s, "@")
-	return ok && local != "" && strings.Contains(domain, ".") && !strings.ContainsAny(s, "<>\" ")
+	return addr.String(), nil
 }
 
 func typedBody(m *nlip.Message) ([]byte, *apiError) {
@@ -243,10 +231,10 @@ func (a *API) exchange(ctx context.Context, p agentauth.Principal, m *nlip.Messa
 			"alpd relays typed ALP messages: set messagetype to %q followed by the ALP type (e.g. alp:meeting.request/v1), "+
 				"the recipient in %q and the body in %q (see docs/nlip.md)", typePrefix, labelTo, labelBody)
 	}
-	if !slices.Contains(p.Scopes, ScopeSend) {
+	if !slices.Contains(p.Scopes, alp.ScopeSend) {
 		return nil, 0, &apiError{Status: http.StatusForbidden, Code: accesstoken.CodeInsufficientScope,
-			Message:   "the credential does not allow sending (scope " + ScopeSend + ")",
-			Challenge: (&accesstoken.Error{Code: accesstoken.CodeInsufficientScope, Scope: ScopeSend}).WWWAuthenticate(a.backend.Authenticator().ResourceMetadataURL)}
+			Message:   "the credential does not allow sending (scope " + alp.ScopeSend + ")",
+			Challenge: (&accesstoken.Error{Code: accesstoken.CodeInsufficientScope, Scope: alp.ScopeSend}).WWWAuthenticate(a.backend.Authenticator().ResourceMetadataURL)}
 	}
 	stripped, _ := m.WithoutAuthenticationTokens()
 	snd, aerr := a.parseSend(p, stripped, headerKey)
