@@ -7,6 +7,21 @@ import (
 	"testing"
 )
 
+// checkError fails t unless err is nil or an *Error of kind for input in
+// with a reason; it returns the *Error.
+func checkError(t *testing.T, err, kind error, in string) *Error {
+	t.Helper()
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if !errors.Is(err, kind) || !errors.As(err, &e) || e.Input != in || e.Reason == "" {
+		t.Errorf("%q: %v is not an *Error wrapping %v with the input and a reason", in, err, kind)
+		return nil
+	}
+	return e
+}
+
 // label makes a DNS label of n letters.
 func label(n int) string { return strings.Repeat("a", n) }
 
@@ -66,13 +81,7 @@ func TestTenant(t *testing.T) {
 			t.Errorf("ParseTenant(%q) = %q, %v; want %q", tt.in, got, perr, tt.parsed)
 		}
 		for _, err := range []error{err, perr} {
-			var e *Error
-			if err == nil {
-				continue
-			}
-			if !errors.Is(err, ErrInvalidTenant) || !errors.As(err, &e) || e.Input != tt.in {
-				t.Errorf("%q: %v is not an *Error wrapping ErrInvalidTenant with the input", tt.in, err)
-			} else if !strings.Contains(e.Reason, tt.reason) {
+			if e := checkError(t, err, ErrInvalidTenant, tt.in); e != nil && !strings.Contains(e.Reason, tt.reason) {
 				t.Errorf("%q: reason %q, want it to mention %q", tt.in, e.Reason, tt.reason)
 			}
 		}
@@ -157,12 +166,8 @@ func TestAddress(t *testing.T) {
 				t.Errorf("NormalizeAddress(%q) = %q, ParseAddress gives %q", tt.in, NormalizeAddress(tt.in), a)
 			}
 		}
-		for _, err := range []error{err, perr} {
-			var e *Error
-			if err != nil && (!errors.Is(err, ErrInvalidAddress) || !errors.As(err, &e) || e.Input != tt.in || e.Reason == "") {
-				t.Errorf("%q: %v is not an *Error wrapping ErrInvalidAddress with the input and a reason", tt.in, err)
-			}
-		}
+		checkError(t, err, ErrInvalidAddress, tt.in)
+		checkError(t, perr, ErrInvalidAddress, tt.in)
 	}
 	if (Address{}).String() != "" || !(Address{}).IsZero() {
 		t.Error("the zero Address is not empty")
@@ -197,11 +202,12 @@ func TestPersonID(t *testing.T) {
 		if (err == nil) != tt.valid {
 			t.Errorf("ValidatePersonID(%q) = %v, want valid=%v", tt.in, err, tt.valid)
 		}
-		var e *Error
-		if err != nil && (!errors.Is(err, ErrInvalidPersonID) || !errors.As(err, &e) || e.Input != tt.in || e.Reason == "") {
-			t.Errorf("%q: %v is not an *Error wrapping ErrInvalidPersonID with the input and a reason", tt.in, err)
+		checkError(t, err, ErrInvalidPersonID, tt.in)
+		if err := ValidatePerson("example.org", tt.in); (err == nil) != tt.valid {
+			t.Errorf("ValidatePerson(example.org, %q) = %v, want valid=%v", tt.in, err, tt.valid)
 		}
 	}
+	checkError(t, ValidatePerson("Example.org", "alice"), ErrInvalidTenant, "Example.org")
 }
 
 func TestScopes(t *testing.T) {

@@ -14,6 +14,16 @@ func ValidatePersonID(s string) error {
 	return nil
 }
 
+// ValidatePerson checks the two names of a person: their tenant
+// ([ValidateTenant]) and their id ([ValidatePersonID]). Stores keyed by
+// person ("<tenant>.<person>") take both on every call.
+func ValidatePerson(tenant, personID string) error {
+	if err := ValidateTenant(tenant); err != nil {
+		return err
+	}
+	return ValidatePersonID(personID)
+}
+
 func personIDProblem(s string) string {
 	if s == "" {
 		return "is empty"

@@ -25,15 +25,12 @@ func Origin(tenant, personID string) string {
 	return tenant + originInfix + "/" + personID
 }
 
-// ValidateOriginParts checks the parts of an origin: a tenant
-// (alp.ValidateTenant) and a person id (alp.ValidatePersonID). Origins appear
-// in signed-note text and key names, which forbid spaces and '+', and readers
-// use them in file names; both rules keep to characters safe there.
+// ValidateOriginParts checks the parts of an origin: a tenant and a person
+// id (alp.ValidatePerson). Origins appear in signed-note text and key names,
+// which forbid spaces and '+', and readers use them in file names; both rules
+// keep to characters safe there.
 func ValidateOriginParts(tenant, personID string) error {
-	if err := alp.ValidateTenant(tenant); err != nil {
-		return fmt.Errorf("ledgerlog: origin: %w", err)
-	}
-	if err := alp.ValidatePersonID(personID); err != nil {
+	if err := alp.ValidatePerson(tenant, personID); err != nil {
 		return fmt.Errorf("ledgerlog: origin: %w", err)
 	}
 	return nil

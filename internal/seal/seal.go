@@ -181,10 +181,7 @@ func New(kv jetstream.KeyValue, ks keystore.KeyStore, opts ...Option) *Sealer {
 // validate checks the tenant and person id every operation names (the
 // errors wrap alp.ErrInvalidTenant and alp.ErrInvalidPersonID).
 func validate(tenant, personID string) error {
-	if err := alp.ValidateTenant(tenant); err != nil {
-		return fmt.Errorf("seal: %w", err)
-	}
-	if err := alp.ValidatePersonID(personID); err != nil {
+	if err := alp.ValidatePerson(tenant, personID); err != nil {
 		return fmt.Errorf("seal: %w", err)
 	}
 	return nil

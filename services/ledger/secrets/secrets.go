@@ -104,10 +104,7 @@ type Secret struct {
 }
 
 func validate(tenant, person string) error {
-	if err := alp.ValidateTenant(tenant); err != nil {
-		return fmt.Errorf("ledger secrets: %w", err)
-	}
-	if err := alp.ValidatePersonID(person); err != nil {
+	if err := alp.ValidatePerson(tenant, person); err != nil {
 		return fmt.Errorf("ledger secrets: %w", err)
 	}
 	return nil
