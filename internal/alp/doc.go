@@ -51,7 +51,8 @@
 // one token of a NATS subject or KV key (no '.', '*', '>' or space), so
 // "<tenant>.<person>" and "<tenant>/alp/ledger/<person>" split unambiguously,
 // and safe in a file name. Ids are case-sensitive and have no other form, so
-// [ValidatePersonID] is all there is.
+// there is nothing to parse: [ValidatePersonID] checks one, [ValidatePerson]
+// a tenant and id together.
 //
 // # Scopes
 //
