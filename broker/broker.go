@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/keystore"
@@ -114,10 +115,7 @@ type Deps struct {
 	PeerDialOptions func(peer alpv1.Role) []grpc.DialOption
 }
 
-var (
-	nameRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
-	domainRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-)
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
 // Broker is one ALP broker.
 type Broker struct {
@@ -151,7 +149,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		errs = append(errs, errors.New("broker: at least one tenant domain is required"))
 	}
 	for _, t := range cfg.Tenants {
-		if !domainRE.MatchString(t) || len(t) > 253 {
+		if alp.ValidateTenant(t) != nil {
 			errs = append(errs, fmt.Errorf("broker: tenant %q is not a lowercase domain name", t))
 		}
 	}

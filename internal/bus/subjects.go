@@ -26,9 +26,10 @@ const (
 // tokens, so callers can tell bad input from a NATS failure.
 var ErrInvalidSubject = errors.New("bus: invalid subject")
 
-// TenantToken turns a tenant domain into a subject token. Domains consist of
-// [a-z0-9-] labels joined by dots, so replacing dots with underscores is
-// injective and the token never contains the subject separator.
+// TenantToken turns a tenant domain into a subject token. Tenants are
+// [a-z0-9-] labels joined by dots (alp.ValidateTenant), so replacing dots
+// with underscores is injective and the token never contains the subject
+// separator.
 func TenantToken(domain string) string {
 	return strings.ReplaceAll(strings.ToLower(domain), ".", "_")
 }

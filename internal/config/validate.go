@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/loopback"
 )
 
@@ -368,39 +369,12 @@ func validBrokerName(name string) bool {
 	return true
 }
 
-// checkDomain returns what is wrong with d as a tenant domain, or "".
+// checkDomain returns what is wrong with d as a tenant domain (the rule is
+// alp.ValidateTenant's; the wording around it is this package's), or "".
 func checkDomain(d string) string {
-	if d == "" {
-		return "is empty"
-	}
-	if d != strings.ToLower(d) {
-		return "must be lowercase"
-	}
-	if len(d) > 253 {
-		return "is longer than 253 characters"
-	}
-	labels := strings.Split(d, ".")
-	for _, l := range labels {
-		if l == "" {
-			return "is not a DNS name (empty label; no leading, trailing or double dots)"
-		}
-		if len(l) > 63 {
-			return "is not a DNS name (a label is longer than 63 characters)"
-		}
-		for _, r := range l {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
-				if r > 0x7f {
-					return "is not a DNS name (write an internationalized name in its xn-- form)"
-				}
-				return fmt.Sprintf("is not a DNS name (%q is not allowed; use a-z, 0-9 and -)", r)
-			}
-		}
-		if l[0] == '-' || l[len(l)-1] == '-' {
-			return "is not a DNS name (a label starts or ends with -)"
-		}
-	}
-	if _, err := strconv.Atoi(labels[len(labels)-1]); err == nil {
-		return "is an IP address, not a DNS name"
+	var e *alp.Error
+	if errors.As(alp.ValidateTenant(d), &e) {
+		return e.Reason
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/personmap"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -66,8 +67,8 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 
 	case *alpv1.Event_PersonBound:
 		e := b.PersonBound
-		if err := checkID("person_id", e.GetPersonId()); err != nil {
-			return err
+		if err := alp.ValidatePersonID(e.GetPersonId()); err != nil {
+			return invalid("person_id", "%v", err)
 		}
 		if ts.persons[e.GetPersonId()] != nil {
 			return fmt.Errorf("person %s already bound", e.GetPersonId())

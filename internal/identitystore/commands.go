@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/personmap"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -320,8 +321,8 @@ func (s *Store) ErasePeople(ctx context.Context, tenant, personID string) error 
 	if err != nil {
 		return err
 	}
-	if err := checkID("person_id", personID); err != nil {
-		return err
+	if err := alp.ValidatePersonID(personID); err != nil {
+		return invalid("person_id", "%v", err)
 	}
 	s.mu.RLock()
 	var legacy personmap.Entry

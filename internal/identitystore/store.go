@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natsauth"
@@ -98,7 +99,7 @@ func Open(ctx context.Context, b *bus.Bus, ks keystore.KeyStore, tenants []strin
 		closed:   make(chan struct{}),
 	}
 	for _, t := range tenants {
-		if err := keystore.ValidateTenant(t); err != nil {
+		if err := alp.ValidateTenant(t); err != nil {
 			return nil, fmt.Errorf("%w: tenants: %v", ErrInvalid, err)
 		}
 		if s.tenants[t] != nil {

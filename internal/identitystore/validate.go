@@ -11,17 +11,16 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/alp"
 )
 
 // Limits on command input.
 const (
-	maxText    = 256  // names, reasons, subjects, attestations
-	maxURL     = 2048 // issuers, client ids that are URLs, redirect URIs
-	maxID      = 128  // ids chosen by callers (agent, PAT)
-	maxList    = 64   // roles, scopes, redirect URIs
-	maxJWKS    = 64 << 10
-	maxAddress = 254
+	maxText = 256  // names, reasons, subjects, attestations
+	maxURL  = 2048 // issuers, client ids that are URLs, redirect URIs
+	maxID   = 128  // ids chosen by callers (agent, PAT)
+	maxList = 64   // roles, scopes, redirect URIs
+	maxJWKS = 64 << 10
 )
 
 // randomHex is 128 random bits in hex: person, grant and PAT ids.
@@ -123,19 +122,11 @@ func checkIssuer(v string) error {
 	return nil
 }
 
-// checkAddress: local@domain with a lowercase DNS domain.
+// checkAddress: a plain address with a canonical domain
+// (alp.ValidateAddress); the person map compares addresses without case.
 func checkAddress(v string) error {
-	if err := checkText("address", v, maxAddress); err != nil {
-		return err
-	}
-	local, domain, ok := strings.Cut(v, "@")
-	switch {
-	case !ok || local == "" || strings.Contains(domain, "@"):
-		return invalid("address", "want local@domain")
-	case strings.ContainsFunc(local, unicode.IsSpace):
-		return invalid("address", "local part contains spaces")
-	case keystore.ValidateTenant(domain) != nil:
-		return invalid("address", "domain %q is not a lowercase DNS name", domain)
+	if err := alp.ValidateAddress(v); err != nil {
+		return invalid("address", "%v", err)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 )
 
 // record is one key, private part included. Records are immutable once
@@ -105,8 +106,8 @@ func check(ctx context.Context, tenant string, purpose alpv1.KeyPurpose) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("keystore: %w", err)
 	}
-	if err := ValidateTenant(tenant); err != nil {
-		return err
+	if err := alp.ValidateTenant(tenant); err != nil {
+		return fmt.Errorf("keystore: %w", err)
 	}
 	return validPurpose(purpose)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 )
 
 // Key file layout (all of it written at once, atomically):
@@ -429,7 +430,7 @@ func decodeFile(kek, data []byte) (map[slot][]*record, error) {
 }
 
 func (k fileKey) record() (*record, error) {
-	if err := ValidateTenant(k.Tenant); err != nil {
+	if err := alp.ValidateTenant(k.Tenant); err != nil {
 		return nil, err
 	}
 	p := alpv1.KeyPurpose(alpv1.KeyPurpose_value[k.Purpose])

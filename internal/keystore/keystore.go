@@ -40,8 +40,6 @@ var (
 	// ErrWrongPurpose: the operation does not fit the purpose (Signer on a
 	// symmetric purpose, Wrap on an asymmetric one) or the purpose is unknown.
 	ErrWrongPurpose = errors.New("wrong key purpose")
-	// ErrInvalidTenant: the tenant is not a lowercase DNS name.
-	ErrInvalidTenant = errors.New("invalid tenant")
 	// ErrBadKEK: the key-encryption key is malformed or is not the one the
 	// key file was sealed with.
 	ErrBadKEK = errors.New("bad key-encryption key")
@@ -53,8 +51,8 @@ var (
 )
 
 // KeyStore holds keys per tenant and purpose. Implementations are safe for
-// concurrent use. Every method validates the tenant (see ValidateTenant) and
-// the purpose first.
+// concurrent use. Every method validates the tenant (alp.ValidateTenant; the
+// error wraps alp.ErrInvalidTenant) and the purpose first.
 type KeyStore interface {
 	// Generate creates a key and makes it ACTIVE. It fails with
 	// ErrActiveKeyExists if the tenant already has an ACTIVE key for the
@@ -220,36 +218,6 @@ func buildOptions(opts []Option) options {
 		o.rand = &lockedReader{r: o.rand}
 	}
 	return o
-}
-
-// ValidateTenant checks that tenant is a lowercase DNS name: 1..253
-// characters, dot-separated labels of 1..63 characters from [a-z0-9-] that
-// neither start nor end with '-'. The error wraps ErrInvalidTenant.
-func ValidateTenant(tenant string) error {
-	if tenant == "" {
-		return fmt.Errorf("keystore: %w: empty", ErrInvalidTenant)
-	}
-	if len(tenant) > 253 {
-		return fmt.Errorf("keystore: %w: %d characters, at most 253", ErrInvalidTenant, len(tenant))
-	}
-	for label := range strings.SplitSeq(tenant, ".") {
-		if label == "" {
-			return fmt.Errorf("keystore: %w %q: empty label", ErrInvalidTenant, tenant)
-		}
-		if len(label) > 63 {
-			return fmt.Errorf("keystore: %w %q: label longer than 63 characters", ErrInvalidTenant, tenant)
-		}
-		if label[0] == '-' || label[len(label)-1] == '-' {
-			return fmt.Errorf("keystore: %w %q: label starts or ends with '-'", ErrInvalidTenant, tenant)
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return fmt.Errorf("keystore: %w %q: character %q not allowed (lowercase DNS name expected)", ErrInvalidTenant, tenant, rune(c))
-			}
-		}
-	}
-	return nil
 }
 
 // IsAsymmetric reports whether keys of the purpose are signing key pairs.

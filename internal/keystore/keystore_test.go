@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 )
 
 const (
@@ -93,42 +94,6 @@ func states(t *testing.T, ks KeyStore, tenant string, p alpv1.KeyPurpose) map[st
 		m[k.KeyID] = k.State
 	}
 	return m
-}
-
-func TestValidateTenant(t *testing.T) {
-	tests := []struct {
-		tenant string
-		ok     bool
-	}{
-		{"example.org", true},
-		{"localhost", true},
-		{"a-b.c0.example", true},
-		{"xn--bcher-kva.example", true},
-		{strings.Repeat("a", 63) + ".org", true},
-		{strings.Repeat(strings.Repeat("a", 49)+".", 5) + "abc", true}, // 253
-		{"", false},
-		{"Example.org", false},
-		{"example.org.", false},
-		{".example.org", false},
-		{"exa mple.org", false},
-		{"ex_ample.org", false},
-		{"-example.org", false},
-		{"example-.org", false},
-		{"a..b", false},
-		{"ana@example.org", false},
-		{"example.org/x", false},
-		{strings.Repeat("a", 64) + ".org", false},
-		{strings.Repeat(strings.Repeat("a", 49)+".", 5) + "abcd", false}, // 254
-	}
-	for _, tt := range tests {
-		err := ValidateTenant(tt.tenant)
-		if (err == nil) != tt.ok {
-			t.Errorf("ValidateTenant(%q) = %v, want ok=%v", tt.tenant, err, tt.ok)
-		}
-		if err != nil && !errors.Is(err, ErrInvalidTenant) {
-			t.Errorf("ValidateTenant(%q) = %v, not ErrInvalidTenant", tt.tenant, err)
-		}
-	}
 }
 
 func TestParseKEK(t *testing.T) {
@@ -287,8 +252,8 @@ func TestErrors(t *testing.T) {
 			call func() error
 			want error
 		}{
-			{"generate bad tenant", func() error { _, err := ks.Generate(ctx, "Example.ORG", fed); return err }, ErrInvalidTenant},
-			{"keys bad tenant", func() error { _, err := ks.Keys(ctx, "", fed); return err }, ErrInvalidTenant},
+			{"generate bad tenant", func() error { _, err := ks.Generate(ctx, "Example.ORG", fed); return err }, alp.ErrInvalidTenant},
+			{"keys bad tenant", func() error { _, err := ks.Keys(ctx, "", fed); return err }, alp.ErrInvalidTenant},
 			{"generate unspecified purpose", func() error { _, err := ks.Generate(ctx, tn, alpv1.KeyPurpose_KEY_PURPOSE_UNSPECIFIED); return err }, ErrWrongPurpose},
 			{"generate unknown purpose", func() error { _, err := ks.Generate(ctx, tn, alpv1.KeyPurpose(99)); return err }, ErrWrongPurpose},
 			{"retire unknown", func() error { return ks.Retire(ctx, tn, fed, "federation-nope") }, ErrNotFound},

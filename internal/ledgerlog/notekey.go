@@ -7,9 +7,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/alpd-project/alpd/internal/alp"
 	"golang.org/x/mod/sumdb/note"
-
-	"github.com/alpd-project/alpd/internal/keystore"
 )
 
 // algEd25519 is the C2SP signed-note signature type of Ed25519.
@@ -50,7 +49,7 @@ func (s *noteSigner) Sign(msg []byte) ([]byte, error) {
 // with key, which must be an Ed25519 key (its Public() an
 // ed25519.PublicKey). The private key stays wherever key keeps it.
 func NoteSigner(tenant string, key crypto.Signer) (note.Signer, error) {
-	if err := keystore.ValidateTenant(tenant); err != nil {
+	if err := alp.ValidateTenant(tenant); err != nil {
 		return nil, fmt.Errorf("ledgerlog: note signer: %w", err)
 	}
 	if key == nil {
@@ -76,7 +75,7 @@ func ed25519Public(key crypto.Signer) (ed25519.PublicKey, error) {
 // "<tenant>/alp/ledger+<hex key id>+<base64(0x01 || public key)>". It is
 // what a person or auditor pins; note.NewVerifier parses it.
 func VerifierKey(tenant string, pub ed25519.PublicKey) (string, error) {
-	if err := keystore.ValidateTenant(tenant); err != nil {
+	if err := alp.ValidateTenant(tenant); err != nil {
 		return "", fmt.Errorf("ledgerlog: verifier key: %w", err)
 	}
 	if len(pub) != ed25519.PublicKeySize {

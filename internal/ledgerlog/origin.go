@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/alp"
 )
 
 // originInfix separates the tenant from the person in a log origin. It also
@@ -12,9 +12,6 @@ import (
 // signs, as C2SP tlog-checkpoint recommends ("the log's key name SHOULD match
 // the origin line" — one key per tenant is the closest fit).
 const originInfix = "/alp/ledger"
-
-// maxPersonID bounds person ids; alpd's are 32 hex characters.
-const maxPersonID = 128
 
 // Origin returns the origin line of a person's log,
 // "<tenant>/alp/ledger/<personID>", or "" if either part is invalid (see
@@ -28,16 +25,12 @@ func Origin(tenant, personID string) string {
 	return tenant + originInfix + "/" + personID
 }
 
-// ValidateOriginParts checks the parts of an origin. The tenant must be a
-// lowercase DNS name (keystore.ValidateTenant) and the person id 1..128
-// characters from [A-Za-z0-9._-], not starting with '.': origins appear in
-// signed-note text and key names, which forbid spaces and '+', and readers
-// use them in file names.
+// ValidateOriginParts checks the parts of an origin: a tenant and a person
+// id (alp.ValidatePerson). Origins appear in signed-note text and key names,
+// which forbid spaces and '+', and readers use them in file names; both rules
+// keep to characters safe there.
 func ValidateOriginParts(tenant, personID string) error {
-	if err := keystore.ValidateTenant(tenant); err != nil {
-		return fmt.Errorf("ledgerlog: origin: %w", err)
-	}
-	if err := validatePersonID(personID); err != nil {
+	if err := alp.ValidatePerson(tenant, personID); err != nil {
 		return fmt.Errorf("ledgerlog: origin: %w", err)
 	}
 	return nil
@@ -69,25 +62,6 @@ func OriginKeyName(origin string) (string, error) {
 		return "", err
 	}
 	return KeyName(tenant), nil
-}
-
-func validatePersonID(id string) error {
-	if id == "" {
-		return fmt.Errorf("empty person id")
-	}
-	if len(id) > maxPersonID {
-		return fmt.Errorf("person id of %d characters, at most %d", len(id), maxPersonID)
-	}
-	if id[0] == '.' {
-		return fmt.Errorf("person id %s starts with '.'", quote(id))
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("person id %s: character %q not allowed", quote(id), rune(c))
-		}
-	}
-	return nil
 }
 
 // quote renders untrusted text for an error message: quoted (no control

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -57,10 +58,7 @@ func IsInbox(ns, subject string) bool {
 	return false
 }
 
-var (
-	nameRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
-	domainRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-)
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
 func checkName(ns string) error {
 	if !nameRE.MatchString(ns) {
@@ -75,7 +73,7 @@ func checkTenants(tenants []string) error {
 	}
 	seen := map[string]bool{}
 	for _, t := range tenants {
-		if !domainRE.MatchString(t) || len(t) > 253 {
+		if alp.ValidateTenant(t) != nil {
 			return fmt.Errorf("natsauth: tenant %q is not a lowercase domain name", t)
 		}
 		if seen[t] {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
 )
@@ -78,7 +79,7 @@ type ServerOptions struct {
 	// required); in hard isolation the name of every tenant's broker not
 	// named in Brokers, and if empty [DefaultBrokerName] of the tenant.
 	BrokerName string
-	Tenants    []string
+	Tenants    alp.Tenants
 	// Brokers names the broker of a tenant (hard isolation only).
 	Brokers map[string]string
 	// PublicKeys maps [User.ID] to the user's public nkey ("U…"). Needed by
@@ -159,7 +160,7 @@ func (o ServerOptions) Users() ([]User, error) {
 			}
 		}
 		for _, t := range slices.Sorted(maps.Keys(o.Brokers)) {
-			if !slices.Contains(o.Tenants, t) {
+			if !o.Tenants.Hosts(t) {
 				bad("a broker name is given for %q, which is not a tenant", t)
 			} else if err := checkName(o.Brokers[t]); err != nil {
 				errs = append(errs, fmt.Errorf("%w (tenant %s)", err, t))

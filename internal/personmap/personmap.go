@@ -67,7 +67,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +74,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/personkeys"
 )
@@ -194,22 +194,16 @@ func newMap(kv jetstream.KeyValue, nc *nats.Conn, bucket string, ks keystore.Key
 // --- keys and values ------------------------------------------------------
 
 func checkTenant(tenant string) error {
-	if err := keystore.ValidateTenant(tenant); err != nil {
+	if err := alp.ValidateTenant(tenant); err != nil {
 		return fmt.Errorf("%w: tenant: %v", ErrInvalid, err)
 	}
 	return nil
 }
 
-// checkID: a person id is a KV key token, [A-Za-z0-9_-], at most 128.
+// checkID: a person id is a KV key token (alp.ValidatePersonID).
 func checkID(id string) error {
-	if id == "" || len(id) > 128 {
-		return fmt.Errorf("%w: person id: want 1 to 128 characters", ErrInvalid)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return fmt.Errorf("%w: person id: character %q not allowed", ErrInvalid, rune(c))
-		}
+	if err := alp.ValidatePersonID(id); err != nil {
+		return fmt.Errorf("%w: person id: %v", ErrInvalid, err)
 	}
 	return nil
 }
@@ -253,10 +247,8 @@ func (m *Map) keyedHash(ctx context.Context, tenant string, create bool, label s
 	return hex.EncodeToString(mac.Sum(nil)), nil
 }
 
-func normalizeAddress(a string) string { return strings.ToLower(a) }
-
 func (m *Map) addressKey(ctx context.Context, tenant, address string, create bool) (string, error) {
-	h, err := m.keyedHash(ctx, tenant, create, "address", normalizeAddress(address))
+	h, err := m.keyedHash(ctx, tenant, create, "address", alp.NormalizeAddress(address))
 	if err != nil {
 		return "", err
 	}
@@ -460,7 +452,7 @@ func (m *Map) claim(ctx context.Context, tenant, id string, e Entry) error {
 	// owner key pointing to this person, which only keeps that address or
 	// account reserved for them: report it, the claim itself stands.
 	var errs []error
-	if rev != 0 && old.Address != "" && normalizeAddress(old.Address) != normalizeAddress(e.Address) {
+	if rev != 0 && old.Address != "" && alp.NormalizeAddress(old.Address) != alp.NormalizeAddress(e.Address) {
 		if k, err := m.addressKey(ctx, tenant, old.Address, true); err == nil {
 			errs = append(errs, m.release(ctx, k, id))
 		}

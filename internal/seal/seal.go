@@ -83,6 +83,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/personkeys"
 )
@@ -94,11 +95,6 @@ var (
 	// ErrNoDataKey: the person has no data key (nothing was ever sealed for
 	// them, or the bucket lost it) or not the version the body names.
 	ErrNoDataKey = errors.New("no data key")
-	// ErrInvalidPersonID: the person id is not a KV-key-safe token.
-	ErrInvalidPersonID = errors.New("invalid person id")
-	// ErrInvalidTenant is keystore.ErrInvalidTenant: the tenant is not a
-	// lowercase DNS name.
-	ErrInvalidTenant = keystore.ErrInvalidTenant
 	// ErrMalformed: a SealedBody is missing or has fields of the wrong size.
 	ErrMalformed = errors.New("malformed sealed body")
 	// ErrOpenFailed: the body does not authenticate under the person's key:
@@ -106,10 +102,7 @@ var (
 	ErrOpenFailed = errors.New("sealed body does not authenticate")
 )
 
-const (
-	nonceSize      = 12
-	maxPersonIDLen = 128
-)
+const nonceSize = 12
 
 // BucketConfig returns the configuration of the data-key KV bucket named
 // name (the broker namespaces it): one value per key and no history, so a
@@ -185,29 +178,13 @@ func New(kv jetstream.KeyValue, ks keystore.KeyStore, opts ...Option) *Sealer {
 	return &Sealer{keys: keys, opts: o}
 }
 
-// ValidatePersonID checks that id is 1..128 characters from [A-Za-z0-9_-]
-// (one KV key token, so "<tenant>.<person>" stays unambiguous).
-func ValidatePersonID(id string) error {
-	if id == "" {
-		return fmt.Errorf("seal: %w: empty", ErrInvalidPersonID)
-	}
-	if len(id) > maxPersonIDLen {
-		return fmt.Errorf("seal: %w: %d characters, at most %d", ErrInvalidPersonID, len(id), maxPersonIDLen)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return fmt.Errorf("seal: %w %q: character %q not allowed (want [A-Za-z0-9_-])", ErrInvalidPersonID, id, rune(c))
-		}
-	}
-	return nil
-}
-
+// validate checks the tenant and person id every operation names (the
+// errors wrap alp.ErrInvalidTenant and alp.ErrInvalidPersonID).
 func validate(tenant, personID string) error {
-	if err := keystore.ValidateTenant(tenant); err != nil {
+	if err := alp.ValidatePerson(tenant, personID); err != nil {
 		return fmt.Errorf("seal: %w", err)
 	}
-	return ValidatePersonID(personID)
+	return nil
 }
 
 // kvKey is the bucket key of a person's data key. Person ids are a single

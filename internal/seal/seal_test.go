@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
 )
@@ -210,8 +211,8 @@ func TestOpenFailures(t *testing.T) {
 		{"short nonce", mod(func(c *alpv1.SealedBody) { c.Nonce = c.Nonce[:8] }), aad, ErrMalformed},
 		{"no ciphertext", mod(func(c *alpv1.SealedBody) { c.Ciphertext = nil }), aad, ErrMalformed},
 		{"nil body", nil, aad, ErrMalformed},
-		{"bad person id", mod(func(c *alpv1.SealedBody) { c.PersonId = "p1.x" }), aad, ErrInvalidPersonID},
-		{"bad tenant", mod(func(c *alpv1.SealedBody) { c.Tenant = "EXAMPLE.org" }), aad, ErrInvalidTenant},
+		{"bad person id", mod(func(c *alpv1.SealedBody) { c.PersonId = "p1.x" }), aad, alp.ErrInvalidPersonID},
+		{"bad tenant", mod(func(c *alpv1.SealedBody) { c.Tenant = "EXAMPLE.org" }), aad, alp.ErrInvalidTenant},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,19 +235,19 @@ func TestInvalidIDs(t *testing.T) {
 		tenant, person string
 		want           error
 	}{
-		{"", "p1", ErrInvalidTenant},
-		{"Example.org", "p1", ErrInvalidTenant},
-		{"example.org.", "p1", ErrInvalidTenant},
-		{"exa*mple.org", "p1", ErrInvalidTenant},
-		{"example.org", "", ErrInvalidPersonID},
-		{"example.org", "ana@example.org", ErrInvalidPersonID},
-		{"example.org", "a.b", ErrInvalidPersonID},
-		{"example.org", "a b", ErrInvalidPersonID},
-		{"example.org", "a*", ErrInvalidPersonID},
-		{"example.org", "a>", ErrInvalidPersonID},
-		{"example.org", "a/b", ErrInvalidPersonID},
-		{"example.org", "é", ErrInvalidPersonID},
-		{"example.org", strings.Repeat("a", 129), ErrInvalidPersonID},
+		{"", "p1", alp.ErrInvalidTenant},
+		{"Example.org", "p1", alp.ErrInvalidTenant},
+		{"example.org.", "p1", alp.ErrInvalidTenant},
+		{"exa*mple.org", "p1", alp.ErrInvalidTenant},
+		{"example.org", "", alp.ErrInvalidPersonID},
+		{"example.org", "ana@example.org", alp.ErrInvalidPersonID},
+		{"example.org", "a.b", alp.ErrInvalidPersonID},
+		{"example.org", "a b", alp.ErrInvalidPersonID},
+		{"example.org", "a*", alp.ErrInvalidPersonID},
+		{"example.org", "a>", alp.ErrInvalidPersonID},
+		{"example.org", "a/b", alp.ErrInvalidPersonID},
+		{"example.org", "é", alp.ErrInvalidPersonID},
+		{"example.org", strings.Repeat("a", 129), alp.ErrInvalidPersonID},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%q/%q", tt.tenant, tt.person), func(t *testing.T) {
@@ -667,7 +668,7 @@ func TestDigest(t *testing.T) {
 	if _, err := s.Digest(ctx, tn, "p1", "test/v1", []byte("agent-1")); !errors.Is(err, ErrKeyDestroyed) {
 		t.Fatalf("Digest after Destroy: %v", err)
 	}
-	if _, err := s.Digest(ctx, tn, "bad id", "test/v1"); !errors.Is(err, ErrInvalidPersonID) {
+	if _, err := s.Digest(ctx, tn, "bad id", "test/v1"); !errors.Is(err, alp.ErrInvalidPersonID) {
 		t.Fatalf("Digest for an invalid person: %v", err)
 	}
 }

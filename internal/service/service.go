@@ -19,6 +19,7 @@ import (
 
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/keystore"
@@ -50,7 +51,7 @@ type Deps struct {
 	Logger  *slog.Logger
 	Keys    keystore.KeyStore
 	Sealer  *seal.Sealer
-	Tenants []string
+	Tenants alp.Tenants
 	Limits  streams.Limits
 }
 
@@ -77,16 +78,6 @@ func (b *Base) Role() alpv1.Role { return b.role }
 
 // Name is the service's name ("policy").
 func (b *Base) Name() string { return envelope.ServiceName(b.role) }
-
-// HostsTenant reports whether tenant is one of this broker's domains.
-func (b *Base) HostsTenant(tenant string) bool {
-	for _, t := range b.Tenants {
-		if t == tenant {
-			return true
-		}
-	}
-	return false
-}
 
 // EnsureOwnedStreams creates or updates every stream the role owns. (The
 // shared dead-letter stream and seen-set are made by Consume: a role

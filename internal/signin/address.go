@@ -1,12 +1,12 @@
 package signin
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 )
 
@@ -37,14 +37,14 @@ func (tc *tenantConfig) resolveAddress(claims *oidc.IDTokenClaims) (string, erro
 			refuse(CodeAddressUnresolved, "the ID token has no %q claim", tc.AddressClaim)
 		case string:
 			if strings.Contains(v, "@") {
-				addr, err := parseAddress(v)
+				addr, err := alp.ParseAddress(v)
 				switch {
 				case err != nil:
 					refuse(CodeAddressClaimFormat, "the %q claim is not a well-formed address", tc.AddressClaim)
-				case !tc.verified[domainOf(addr)]:
-					refuse(CodeAddressDomain, "the %q claim's domain %q is not a verified domain of tenant %s", tc.AddressClaim, domainOf(addr), tc.Tenant)
+				case !tc.verified[addr.Domain()]:
+					refuse(CodeAddressDomain, "the %q claim's domain %q is not a verified domain of tenant %s", tc.AddressClaim, addr.Domain(), tc.Tenant)
 				default:
-					return addr, nil
+					return addr.String(), nil
 				}
 			} else if a, ok := tc.directory[tc.AddressClaim+":"+v]; ok {
 				return a, nil
@@ -63,14 +63,14 @@ func (tc *tenantConfig) resolveAddress(claims *oidc.IDTokenClaims) (string, erro
 		case !bool(claims.EmailVerified):
 			refuse(CodeEmailNotVerified, "the IdP has not verified the email address (email_verified is not true)")
 		default:
-			addr, err := parseAddress(claims.Email)
+			addr, err := alp.ParseAddress(claims.Email)
 			switch {
 			case err != nil:
 				refuse(CodeAddressClaimFormat, "the email claim is not a well-formed address")
-			case !tc.emailOK[domainOf(addr)]:
-				refuse(CodeEmailDomain, "email domain %q is not allowed for tenant %s", domainOf(addr), tc.Tenant)
+			case !tc.emailOK[addr.Domain()]:
+				refuse(CodeEmailDomain, "email domain %q is not allowed for tenant %s", addr.Domain(), tc.Tenant)
 			default:
-				return addr, nil
+				return addr.String(), nil
 			}
 		}
 	}
@@ -121,65 +121,4 @@ func (tc *tenantConfig) roles(claims *oidc.IDTokenClaims) []string {
 		}
 	}
 	return out
-}
-
-// parseAddress checks a plain address "local@domain" (no display name, no
-// quoting, no comments) and returns it lowercased.
-func parseAddress(s string) (string, error) {
-	s = strings.ToLower(s)
-	local, domain, ok := strings.Cut(s, "@")
-	if !ok || strings.Contains(domain, "@") {
-		return "", errors.New("an address must have exactly one '@'")
-	}
-	if !validLocalPart(local) {
-		return "", fmt.Errorf("%q has an invalid local part", s)
-	}
-	if !validDomain(domain) {
-		return "", fmt.Errorf("%q has an invalid domain", s)
-	}
-	return s, nil
-}
-
-func domainOf(addr string) string {
-	_, d, _ := strings.Cut(addr, "@")
-	return d
-}
-
-// validLocalPart accepts an RFC 5322 dot-atom of at most 64 characters.
-func validLocalPart(s string) bool {
-	if s == "" || len(s) > 64 || s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
-		return false
-	}
-	for _, c := range []byte(s) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '.':
-		case strings.IndexByte("!#$%&'*+/=?^_`{|}~-", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validDomain accepts a lowercase DNS name with at least two labels
-// (letters, digits, hyphens; IDNs in their xn-- form).
-func validDomain(s string) bool {
-	if len(s) == 0 || len(s) > 253 {
-		return false
-	}
-	labels := strings.Split(s, ".")
-	if len(labels) < 2 {
-		return false
-	}
-	for _, l := range labels {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return false
-		}
-		for _, c := range []byte(l) {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/loopback"
 )
 
@@ -242,9 +243,10 @@ func normalizeTenant(t TenantIdP) (*tenantConfig, []string) {
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 
 	tc := &tenantConfig{TenantIdP: t, verified: map[string]bool{}, emailOK: map[string]bool{}, directory: map[string]string{}}
-	tc.Tenant = strings.ToLower(t.Tenant)
-	if !validDomain(tc.Tenant) {
+	if tenant, err := alp.ParseTenant(t.Tenant); err != nil {
 		bad("Tenant must be a domain name like example.org")
+	} else {
+		tc.Tenant = string(tenant)
 	}
 
 	iu, err := url.Parse(t.Issuer)
@@ -280,26 +282,26 @@ func normalizeTenant(t TenantIdP) (*tenantConfig, []string) {
 	if len(verified) == 0 {
 		verified = []string{tc.Tenant}
 	}
-	for _, d := range verified {
-		d = strings.ToLower(d)
-		if !validDomain(d) {
-			bad("VerifiedDomains: %q is not a domain name", d)
+	for _, v := range verified {
+		d, err := alp.ParseTenant(v)
+		if err != nil {
+			bad("VerifiedDomains: %q is not a domain name", v)
 			continue
 		}
-		tc.verified[d] = true
-		tc.VerifiedDomains = append(tc.VerifiedDomains, d)
+		tc.verified[string(d)] = true
+		tc.VerifiedDomains = append(tc.VerifiedDomains, string(d))
 	}
 	tc.EmailDomains = nil
-	for _, d := range t.EmailDomains {
-		d = strings.ToLower(d)
+	for _, v := range t.EmailDomains {
+		d, err := alp.ParseTenant(v)
 		switch {
-		case !validDomain(d):
-			bad("EmailDomains: %q is not a domain name", d)
-		case !tc.verified[d]:
+		case err != nil:
+			bad("EmailDomains: %q is not a domain name", v)
+		case !tc.verified[string(d)]:
 			bad("EmailDomains: %q is not one of the tenant's VerifiedDomains", d)
 		default:
-			tc.emailOK[d] = true
-			tc.EmailDomains = append(tc.EmailDomains, d)
+			tc.emailOK[string(d)] = true
+			tc.EmailDomains = append(tc.EmailDomains, string(d))
 		}
 	}
 	for k, v := range t.Directory {
@@ -312,16 +314,16 @@ func normalizeTenant(t TenantIdP) (*tenantConfig, []string) {
 			bad("Directory key %q: prefix %q is neither \"sub\" nor the AddressClaim %q", k, prefix, tc.AddressClaim)
 			continue
 		}
-		addr, err := parseAddress(v)
+		addr, err := alp.ParseAddress(v)
 		if err != nil {
 			bad("Directory[%q]: %v", k, err)
 			continue
 		}
-		if !tc.verified[domainOf(addr)] {
+		if !tc.verified[addr.Domain()] {
 			bad("Directory[%q]: %q is not in the tenant's VerifiedDomains", k, addr)
 			continue
 		}
-		tc.directory[k] = addr
+		tc.directory[k] = addr.String()
 	}
 	tc.Directory = tc.directory
 	if len(errs) > 0 {

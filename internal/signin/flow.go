@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/zitadel/oidc/v3/pkg/client/rp"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"golang.org/x/oauth2"
@@ -52,7 +53,10 @@ func (s *Service) serveSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	name := strings.ToLower(q.Get("tenant"))
+	name := q.Get("tenant")
+	if t, err := alp.ParseTenant(name); err == nil {
+		name = string(t) // any case finds the tenant; a malformed name finds none
+	}
 	if name == "" {
 		name = s.singleTenant()
 		if name == "" {

@@ -17,11 +17,11 @@ import (
 	identityv1 "github.com/alpd-project/alpd/gen/alp/identity/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natsauth"
-	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -215,9 +215,6 @@ func (s *Service) Handler() http.Handler {
 	return s.http
 }
 
-// Scopes are the scopes agents' tokens and PATs may carry.
-func Scopes() []string { return []string{"alp.read", "alp.send"} }
-
 func (s *Service) authorizationServer(ctx context.Context, reg *clientreg.Registrar) (*oauthas.Server, error) {
 	codes, err := s.Bus.JetStream().CreateOrUpdateKeyValue(ctx,
 		oauthas.CodesBucketConfig(s.Bus.StreamName(natsauth.OAuthCodesBucket), s.Bus.Options().Replicas))
@@ -233,7 +230,7 @@ func (s *Service) authorizationServer(ctx context.Context, reg *clientreg.Regist
 		PublicURL:                         s.opts.PublicURL,
 		Tenants:                           s.Tenants,
 		Resource:                          s.opts.Resource,
-		Scopes:                            Scopes(),
+		Scopes:                            alp.Scopes(),
 		RegistrationEndpoint:              s.opts.PublicURL + "/oauth/{tenant}/register",
 		ClientIDMetadataDocumentSupported: true,
 	}, oauthas.Deps{
@@ -254,7 +251,7 @@ func (s *Service) authorizationServer(ctx context.Context, reg *clientreg.Regist
 
 func (s *Service) buildHTTP(ctx context.Context) error {
 	var routes []httproute.Route
-	cfg := s.opts.DynamicClients.registrarConfig(clientreg.Config{Store: s.store, Bus: s.Bus, Scopes: Scopes(), Logger: s.Logger})
+	cfg := s.opts.DynamicClients.registrarConfig(clientreg.Config{Store: s.store, Bus: s.Bus, Scopes: alp.Scopes(), Logger: s.Logger})
 	if s.signin != nil {
 		routes = append(routes, s.signin.Routes()...)
 		cfg.Sessions = s.signin
@@ -369,11 +366,11 @@ var ErrNotHosted = errors.New("identity: tenant is not hosted by this broker")
 // rewritten; events name the person by id only. Running it again after a
 // failure completes it.
 func (s *Service) Erase(ctx context.Context, tenant, personID string, operator string) error {
-	if !s.HostsTenant(tenant) {
+	if !s.Tenants.Hosts(tenant) {
 		return fmt.Errorf("%w: %q", ErrNotHosted, tenant)
 	}
-	if err := seal.ValidatePersonID(personID); err != nil {
-		return err
+	if err := alp.ValidatePersonID(personID); err != nil {
+		return fmt.Errorf("identity: %w", err)
 	}
 	subject, err := streams.IdentitySubject(tenant, streams.IdentityErasure, personID)
 	if err != nil {
@@ -401,7 +398,7 @@ func (s *Service) Erase(ctx context.Context, tenant, personID string, operator s
 // operator, by the authorization table) is named in the tombstone.
 func (s *Service) ErasePerson(ctx context.Context, req *identityv1.ErasePersonRequest) (*identityv1.ErasePersonResponse, error) {
 	switch err := s.Erase(ctx, req.GetTenant(), req.GetPersonId(), operatorActor(ctx).GetId()); {
-	case errors.Is(err, ErrNotHosted), errors.Is(err, seal.ErrInvalidPersonID), errors.Is(err, seal.ErrInvalidTenant):
+	case errors.Is(err, ErrNotHosted), errors.Is(err, alp.ErrInvalidPersonID), errors.Is(err, alp.ErrInvalidTenant):
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	case err != nil:
 		return nil, status.Error(codes.Internal, err.Error())

@@ -88,7 +88,7 @@ func (s *Service) RebindPerson(ctx context.Context, req *identityv1.RebindPerson
 		return nil, status.Error(codes.Unavailable, "identity: not started")
 	}
 	tenant, id, address := req.GetTenant(), req.GetPersonId(), strings.TrimSpace(req.GetAddress())
-	if !s.HostsTenant(tenant) {
+	if !s.Tenants.Hosts(tenant) {
 		return nil, status.Errorf(codes.InvalidArgument, "identity: tenant %q is not hosted here", tenant)
 	}
 	if (id == "") == (address == "") {
@@ -121,7 +121,7 @@ func (s *Service) RevokePersonSessions(ctx context.Context, req *identityv1.Revo
 	if s.store == nil {
 		return nil, status.Error(codes.Unavailable, "identity: not started")
 	}
-	if !s.HostsTenant(req.GetTenant()) {
+	if !s.Tenants.Hosts(req.GetTenant()) {
 		return nil, status.Errorf(codes.InvalidArgument, "identity: tenant %q is not hosted here", req.GetTenant())
 	}
 	reason := req.GetReason()

@@ -12,11 +12,9 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/nmp"
 )
-
-// ScopeSend is the scope an agent's credential needs to send.
-const ScopeSend = "alp.send"
 
 // DoorConfig tunes the send path. Zero values take the defaults.
 type DoorConfig struct {
@@ -110,17 +108,17 @@ func trustOf(p agentauth.Principal) (nmpv1.TrustLevel, string) {
 	return nmpv1.TrustLevel_TRUST_LEVEL_VERIFIED, "consumer agent credential (" + p.Credential + ")"
 }
 
-// MaySend refuses a sender whose credential lacks ScopeSend: an
+// MaySend refuses a sender whose credential lacks alp.ScopeSend: an
 // *agentauth.Error (403, with the challenge naming the scope). Send checks
 // it too; a binding calls it first when the refusal must come before it
 // reads the rest of the message.
 func (d *Door) MaySend(snd Sender) error {
-	if slices.Contains(snd.Scopes, ScopeSend) {
+	if slices.Contains(snd.Scopes, alp.ScopeSend) {
 		return nil
 	}
-	e := &accesstoken.Error{Code: accesstoken.CodeInsufficientScope, Scope: ScopeSend}
+	e := &accesstoken.Error{Code: accesstoken.CodeInsufficientScope, Scope: alp.ScopeSend}
 	return &agentauth.Error{Status: http.StatusForbidden, Code: accesstoken.CodeInsufficientScope,
-		Description: "the credential does not allow sending (scope " + ScopeSend + ")",
+		Description: "the credential does not allow sending (scope " + alp.ScopeSend + ")",
 		Challenge:   e.WWWAuthenticate(d.s.Authenticator().ResourceMetadataURL)}
 }
 

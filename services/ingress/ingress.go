@@ -292,7 +292,7 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 	snd := sub.Sender
 	env := proto.CloneOf(sub.Envelope)
 	switch {
-	case !s.HostsTenant(snd.Tenant):
+	case !s.Tenants.Hosts(snd.Tenant):
 		return Accepted{}, fmt.Errorf("%w: tenant %q is not hosted by this broker", ErrInvalid, snd.Tenant)
 	case snd.PersonID == "" || snd.AgentID == "":
 		return Accepted{}, fmt.Errorf("%w: sender person and agent are required", ErrInvalid)

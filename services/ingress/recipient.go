@@ -2,8 +2,9 @@ package ingress
 
 import (
 	"fmt"
-	"net/mail"
 	"strings"
+
+	"github.com/alpd-project/alpd/internal/alp"
 )
 
 // ParseRecipient reads a recipient as an agent names it, in any binding: an
@@ -11,21 +12,9 @@ import (
 // surrounding space ignored. It returns the address lower-cased; anything
 // else is ErrInvalid.
 func ParseRecipient(s string) (string, error) {
-	addr := strings.TrimPrefix(strings.TrimSpace(s), "acct:")
-	if !validAddress(addr) {
+	addr, err := alp.ParseAddress(strings.TrimSpace(s))
+	if err != nil {
 		return "", fmt.Errorf("%w: the recipient must be an address person@domain (optionally as an acct: URI)", ErrInvalid)
 	}
-	return strings.ToLower(addr), nil
-}
-
-func validAddress(s string) bool {
-	if len(s) > 320 {
-		return false
-	}
-	a, err := mail.ParseAddress(s)
-	if err != nil || a.Name != "" || a.Address != s {
-		return false
-	}
-	local, domain, ok := strings.Cut(s, "@")
-	return ok && local != "" && strings.Contains(domain, ".") && !strings.ContainsAny(s, "<>\" ")
+	return addr.String(), nil
 }

@@ -14,13 +14,15 @@ func TestParseRecipient(t *testing.T) {
 		"acct:bob@example.com":       "bob@example.com",
 		"  Bob@Example.COM ":         "bob@example.com",
 		"acct:Ana.B@sub.example.org": "ana.b@sub.example.org",
+		// A single-label tenant is a tenant (internal/alp's rule).
+		"bob@localhost": "bob@localhost",
 	} {
 		if got, err := ParseRecipient(in); err != nil || got != want {
 			t.Errorf("ParseRecipient(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{
-		"", "bob", "bob@localhost", "@example.com", "Bob <bob@example.com>", "bob@example.com>",
+		"", "bob", "bob@127.0.0.1", "@example.com", "Bob <bob@example.com>", "bob@example.com>",
 		"\"bob\"@example.com", "mailto:bob@example.com", "acct:", strings.Repeat("a", 310) + "@example.com",
 	} {
 		if _, err := ParseRecipient(bad); !errors.Is(err, ErrInvalid) {

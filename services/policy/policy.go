@@ -75,7 +75,7 @@ func (s *Service) handle(ctx context.Context, d bus.Delivery) error {
 
 func (s *Service) decideSend(ctx context.Context, cause *alpv1.Event, req *alpv1.SendRequested) error {
 	tenant := cause.GetHeader().GetTenant()
-	if !s.HostsTenant(tenant) || req.GetEnvelope() == nil || req.GetSenderPersonId() == "" {
+	if !s.Tenants.Hosts(tenant) || req.GetEnvelope() == nil || req.GetSenderPersonId() == "" {
 		return bus.Permanent(errors.New("policy: send request without hosted tenant, envelope or sender"))
 	}
 	env := proto.CloneOf(req.GetEnvelope())

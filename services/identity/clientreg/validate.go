@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/alpd-project/alpd/internal/alp"
 )
 
 // Limits on client metadata.
@@ -74,31 +76,18 @@ func isLoopbackHost(host string) bool {
 	return host == "127.0.0.1" || host == "::1" || strings.EqualFold(host, "localhost")
 }
 
-// validHost: a DNS name of [A-Za-z0-9-] labels, or an IP literal without a
-// zone.
+// validHost: a DNS name, or an IP literal without a zone. A DNS name
+// follows the tenant rule (alp.ParseTenant: an all-numeric top label is a
+// malformed IPv4 address), in any case and with an optional root dot.
 func validHost(host string) bool {
-	if host == "" || len(host) > 253 {
+	if host == "" || len(host) > alp.MaxTenantLen {
 		return false
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return ip.Zone() == ""
 	}
-	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
-	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
-		return false // all-numeric top label: a malformed IPv4 address
-	}
-	for _, label := range labels {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
+	_, err := alp.ParseTenant(strings.TrimSuffix(host, "."))
+	return err == nil
 }
 
 // parseWebURL parses an absolute http(s) URL that must be written in

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
@@ -261,7 +262,7 @@ func (c *Config) normalize() error {
 	}
 	seen := map[string]bool{}
 	for _, t := range c.Tenants {
-		if err := keystore.ValidateTenant(t); err != nil {
+		if err := alp.ValidateTenant(t); err != nil {
 			return fmt.Errorf("oauthas: tenant %q: %w", t, err)
 		}
 		if seen[t] {

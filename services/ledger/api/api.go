@@ -12,10 +12,6 @@ import (
 	"github.com/alpd-project/alpd/services/ledger/storage"
 )
 
-// ScopeRead is the scope an agent's credential needs to read its person's
-// ledger (identity.Scopes).
-const ScopeRead = "alp.read"
-
 // Backend is what the API needs from the ledger service.
 type Backend interface {
 	// Ready is nil once the service has started; until then Storage must

@@ -7,6 +7,7 @@ import (
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/signin"
 )
 
@@ -44,7 +45,7 @@ func (a *API) bearer(ctx context.Context, authz string) (reader, *Error) {
 	if a.auth == nil {
 		return reader{}, newError(http.StatusServiceUnavailable, CodeNotReady, "credentials cannot be checked here")
 	}
-	p, err := a.auth.Authenticate(ctx, authz, ScopeRead)
+	p, err := a.auth.Authenticate(ctx, authz, alp.ScopeRead)
 	if err != nil {
 		return reader{}, authError(err)
 	}
@@ -76,14 +77,14 @@ func (a *API) session(r *http.Request) (reader, *Error) {
 // metadata URL, so a client learns where to get a token.
 func (a *API) bearerChallenge(ctx context.Context) *Error {
 	if a.auth != nil {
-		if _, err := a.auth.Authenticate(ctx, "", ScopeRead); err != nil {
+		if _, err := a.auth.Authenticate(ctx, "", alp.ScopeRead); err != nil {
 			if e := authError(err); e.Status == http.StatusUnauthorized {
 				return e
 			}
 		}
 	}
 	return &Error{Status: http.StatusUnauthorized, Code: CodeAuthRequired, Message: "a bearer token is required",
-		Challenge: accesstoken.Challenge("", ScopeRead)}
+		Challenge: accesstoken.Challenge("", alp.ScopeRead)}
 }
 
 // authError maps an authenticator's refusal.

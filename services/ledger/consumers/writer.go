@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -13,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
-	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/services/ledger/secrets"
@@ -27,7 +26,7 @@ type Writer struct {
 	Secrets *secrets.Store
 	// Sealer opens the envelope bodies (the data-key bucket).
 	Sealer  *seal.Sealer
-	Tenants []string
+	Tenants alp.Tenants
 	Logger  *slog.Logger
 
 	uncommitted *prometheus.CounterVec
@@ -63,18 +62,16 @@ func (w *Writer) Handle(ctx context.Context, d bus.Delivery) error {
 	}
 }
 
-func (w *Writer) hosts(tenant string) bool { return slices.Contains(w.Tenants, tenant) }
-
 // sendRequested appends the sender's envelope.send_requested entry.
 func (w *Writer) sendRequested(ctx context.Context, d bus.Delivery, req *alpv1.SendRequested) error {
 	ev := d.Event
 	tenant, person, env := ev.GetHeader().GetTenant(), req.GetSenderPersonId(), req.GetEnvelope()
 	switch {
-	case !w.hosts(tenant):
+	case !w.Tenants.Hosts(tenant):
 		return bus.Permanent(fmt.Errorf("ledger: send request for unhosted tenant %q", tenant))
 	case env.GetId() == "":
 		return bus.Permanent(errors.New("ledger: send request without envelope id"))
-	case seal.ValidatePersonID(person) != nil:
+	case alp.ValidatePersonID(person) != nil:
 		return bus.Permanent(fmt.Errorf("ledger: send request with sender person id %q", person))
 	}
 	occurred := time.Now()
@@ -138,7 +135,7 @@ func (w *Writer) digest(ctx context.Context, env *alpv1.Envelope, occurred time.
 	case errors.Is(err, seal.ErrKeyDestroyed), errors.Is(err, seal.ErrNoDataKey):
 		return nil, "body_erased", nil
 	case errors.Is(err, seal.ErrOpenFailed), errors.Is(err, seal.ErrMalformed),
-		errors.Is(err, seal.ErrInvalidPersonID), errors.Is(err, seal.ErrInvalidTenant):
+		errors.Is(err, alp.ErrInvalidPersonID), errors.Is(err, alp.ErrInvalidTenant):
 		w.Logger.Error("ledger: envelope body does not open; recording the envelope without a commitment",
 			"envelope_id", env.GetId(), "err", err)
 		return nil, "unreadable", nil
@@ -180,22 +177,22 @@ func Counterparty(to string) string {
 	if !ok {
 		return ""
 	}
-	domain = strings.ToLower(strings.TrimSpace(domain))
-	if keystore.ValidateTenant(domain) != nil {
+	d, err := alp.ParseTenant(strings.TrimSpace(domain))
+	if err != nil {
 		return ""
 	}
-	return domain
+	return string(d)
 }
 
 // erase destroys the person's ledger secret after identity destroyed their
 // data key: their openings become unreadable, their log stays verifiable.
 func (w *Writer) erase(ctx context.Context, ev *alpv1.Event, d *alpv1.DataKeyDestroyed) error {
 	tenant, person := d.GetTenant(), d.GetPersonId()
-	if tenant != ev.GetHeader().GetTenant() || !w.hosts(tenant) {
+	if tenant != ev.GetHeader().GetTenant() || !w.Tenants.Hosts(tenant) {
 		return bus.Permanent(fmt.Errorf("ledger: erasure for tenant %q in an event of %q", tenant, ev.GetHeader().GetTenant()))
 	}
 	if err := w.Secrets.Erase(ctx, tenant, person); err != nil {
-		if errors.Is(err, seal.ErrInvalidPersonID) || errors.Is(err, keystore.ErrInvalidTenant) {
+		if errors.Is(err, alp.ErrInvalidPersonID) || errors.Is(err, alp.ErrInvalidTenant) {
 			return bus.Permanent(err)
 		}
 		return err

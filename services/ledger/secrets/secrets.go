@@ -38,9 +38,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/personkeys"
-	"github.com/alpd-project/alpd/internal/seal"
 )
 
 var (
@@ -104,10 +104,7 @@ type Secret struct {
 }
 
 func validate(tenant, person string) error {
-	if err := keystore.ValidateTenant(tenant); err != nil {
-		return fmt.Errorf("ledger secrets: %w", err)
-	}
-	if err := seal.ValidatePersonID(person); err != nil {
+	if err := alp.ValidatePerson(tenant, person); err != nil {
 		return fmt.Errorf("ledger secrets: %w", err)
 	}
 	return nil

@@ -65,7 +65,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -74,11 +73,11 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 	"github.com/alpd-project/alpd/internal/natsauth"
-	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/services/ledger/secrets"
 	"github.com/alpd-project/alpd/services/ledger/storage"
@@ -93,7 +92,7 @@ const (
 // Options tune a Store; zero values take the defaults.
 type Options struct {
 	// Tenants are the domains whose logs the store serves.
-	Tenants []string
+	Tenants alp.Tenants
 	// MaxBatch bounds the leaves of one atomic append (default 500; the
 	// server refuses batches above 1000).
 	MaxBatch int
@@ -249,7 +248,7 @@ func (s *Store) Ensure(ctx context.Context, l streams.Limits) error {
 func Origin(tenant, person string) string { return ledgerlog.Origin(tenant, person) }
 
 func (s *Store) checkTenant(tenant string) error {
-	if !slices.Contains(s.opts.Tenants, tenant) {
+	if !s.opts.Tenants.Hosts(tenant) {
 		return fmt.Errorf("%w: %q", storage.ErrNotHosted, tenant)
 	}
 	return nil
@@ -259,7 +258,7 @@ func (s *Store) check(tenant, person string) error {
 	if err := s.checkTenant(tenant); err != nil {
 		return err
 	}
-	if err := seal.ValidatePersonID(person); err != nil {
+	if err := alp.ValidatePersonID(person); err != nil {
 		return fmt.Errorf("%w: %v", storage.ErrInvalid, err)
 	}
 	return nil
