@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/signin"
@@ -203,19 +204,8 @@ func New(cfg Config) (*Registrar, error) {
 	return r, nil
 }
 
-// validScope: an RFC 6749 scope token.
-func validScope(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
+// validScope: an RFC 6749 scope token of at most 128 bytes.
+func validScope(s string) bool { return len(s) <= 128 && alp.IsScopeToken(s) }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
