@@ -45,7 +45,6 @@ type Service struct {
 	verifier  *accesstoken.Verifier
 	signin    *signin.Service
 	recheck   *Rechecker
-	http      http.Handler
 	routes    []httproute.Route
 	registrar *clientreg.Registrar
 	sweeper   *ClientSweeper
@@ -213,18 +212,10 @@ func (s *Service) SignIn() *signin.Service { return s.signin }
 // Recheck is the IdP re-check for agent refreshes (nil without IdPs).
 func (s *Service) Recheck() *Rechecker { return s.recheck }
 
-// Routes are identity's public HTTP routes (nil before Start): people's
-// sign-in, the agents' authorization servers, client registration and
-// personal access tokens.
-func (s *Service) Routes() []httproute.Route { return slices.Clone(s.routes) }
-
-// Handler serves identity's public HTTP endpoints: its Routes.
-func (s *Service) Handler() http.Handler {
-	if s.http == nil {
-		return http.NotFoundHandler()
-	}
-	return s.http
-}
+// HTTPRoutes are identity's public HTTP routes (nil before Start), within
+// URLSpace: people's sign-in, the agents' authorization servers, client
+// registration and personal access tokens.
+func (s *Service) HTTPRoutes() []httproute.Route { return slices.Clone(s.routes) }
 
 // Scopes are the scopes agents' tokens and PATs may carry.
 func Scopes() []string { return []string{"alp.read", "alp.send"} }
@@ -291,13 +282,8 @@ func (s *Service) buildHTTP(ctx context.Context) error {
 		routes = append(routes, reg.AdminRoutes()...)
 		routes = append(routes, reg.PATRoutes()...)
 	}
-	mux := http.NewServeMux()
-	if err := httproute.Mount(mux, routes); err != nil {
-		return fmt.Errorf("identity: %w", err)
-	}
 	s.registrar = reg
 	s.routes = routes
-	s.http = mux
 	return nil
 }
 
