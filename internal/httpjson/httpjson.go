@@ -105,6 +105,9 @@ type Error struct {
 	Code string
 	// Message is for people; it never holds a secret.
 	Message string
+	// Pointer is the JSON pointer (RFC 6901) of the part of the request at
+	// fault, where there is one.
+	Pointer string
 	// RetryAfter, in seconds, is sent as Retry-After (429, 503).
 	RetryAfter int
 	// Challenge is the WWW-Authenticate value of a 401 or 403.
@@ -140,7 +143,7 @@ func (e *Error) SetHeaders(h http.Header) {
 
 // Problem is the body of every error answer: RFC 9457 problem details with
 // the "about:blank" type (so Title is the status's text) and the extension
-// members code and retry_after.
+// members code, pointer and retry_after.
 type Problem struct {
 	// Type is omitted ("about:blank"): Code tells problems apart.
 	Type       string `json:"type,omitempty"`
@@ -148,6 +151,7 @@ type Problem struct {
 	Status     int    `json:"status"`
 	Detail     string `json:"detail,omitempty"`
 	Code       string `json:"code"`
+	Pointer    string `json:"pointer,omitempty"`
 	RetryAfter int    `json:"retry_after,omitempty"`
 	// Error repeats status, code and message in the shape alpd answered
 	// before it sent problem details ({"error":{"code","message"}}), which
@@ -170,7 +174,7 @@ func (e *Error) Problem() Problem {
 		status = http.StatusInternalServerError
 	}
 	return Problem{
-		Title: http.StatusText(status), Status: status, Detail: e.Message, Code: e.Code, RetryAfter: e.RetryAfter,
+		Title: http.StatusText(status), Status: status, Detail: e.Message, Code: e.Code, Pointer: e.Pointer, RetryAfter: e.RetryAfter,
 		Error: ErrorMember{Status: status, Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter},
 	}
 }
