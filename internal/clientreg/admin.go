@@ -135,7 +135,7 @@ func adminView(c identitystore.Client, secret, method string) AdminClient {
 //
 // Mount it for "/v1/admin/clients" and "/v1/admin/clients/". Answers 401
 // without a session, 403 for a missing CSRF token or role; errors are
-// {"error":{"code","message"}}.
+// problem details (httpjson).
 func (reg *Registrar) AdminHandler() http.Handler { return httproute.Handler(reg.AdminRoutes()) }
 
 // admin authenticates a state-changing admin request: session (401), CSRF

@@ -39,8 +39,8 @@
 // (HMAC of the session id) in the form field "csrf" (or header
 // X-CSRF-Token) plus a same-origin Origin/Referer check.
 //
-// Errors answer JSON {"error":{"code":…,"message":…}} with a stable code
-// (see the Code constants). Tokens, authorization codes and cookie values
+// Errors answer problem details (httpjson) with a stable code (see the
+// Code constants). Tokens, authorization codes and cookie values
 // are never logged.
 package signin
 

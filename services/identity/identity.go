@@ -62,7 +62,8 @@ type Options struct {
 	// closed (default 30s).
 	MaxStaleness time.Duration
 	// IdPs are the organizations' OpenID providers, one per tenant; with
-	// none, people cannot sign in (and Handler serves nothing).
+	// none, people cannot sign in (and HTTPRoutes holds only dynamic client
+	// registration).
 	IdPs []signin.TenantIdP
 	// InsecureCookies: http on loopback only (tests, the demo).
 	InsecureCookies bool
