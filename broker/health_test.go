@@ -13,6 +13,7 @@ import (
 
 	"github.com/alpd-project/alpd/broker"
 	"github.com/alpd-project/alpd/internal/brokertest"
+	"github.com/alpd-project/alpd/internal/httpjson"
 )
 
 // get fetches url with an optional Authorization header.
@@ -61,7 +62,7 @@ func TestHealthzFailsWhileNATSClosed(t *testing.T) {
 	})
 
 	resp, body := get(t, r.Srv.URL+"/healthz", "")
-	var e broker.ErrorBody
+	var e httpjson.Problem
 	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Error.Code != "nats_closed" {
 		t.Fatalf("/healthz with the NATS connection closed: %d %s; want 503 nats_closed", resp.StatusCode, body)
 	}
@@ -97,7 +98,7 @@ func TestVerboseReadyzIsForOperators(t *testing.T) {
 
 	for _, auth := range []string{"", "Bearer alpop_not-configured", "Bearer " + strings.TrimPrefix(token, broker.OperatorTokenPrefix), "Basic " + token} {
 		resp, body := get(t, r.Srv.URL+"/readyz?verbose=1", auth)
-		var e broker.ErrorBody
+		var e httpjson.Problem
 		if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &e) != nil || e.Error.Code != "unauthorized" ||
 			!strings.Contains(e.Error.Message, "operator") || resp.Header.Get("WWW-Authenticate") == "" {
 			t.Errorf("verbose /readyz with Authorization %q: %d %s; want 401 unauthorized naming the operator token", auth, resp.StatusCode, body)

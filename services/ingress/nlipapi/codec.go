@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/nlip"
 )
 
@@ -95,7 +96,7 @@ func writeMessage(w http.ResponseWriter, r *http.Request, status int, m *nlip.Me
 		return
 	}
 	w.Header().Set("Content-Type", media)
-	w.Header().Set("Cache-Control", "no-store")
+	httpjson.NoStore(w.Header())
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

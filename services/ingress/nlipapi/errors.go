@@ -2,34 +2,24 @@ package nlipapi
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/nlip"
 	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/services/ingress"
 )
 
-// apiError is a refused request: an HTTP status, a machine-readable code, a
-// human message, and for some the JSON pointer of the part at fault.
-type apiError struct {
-	Status  int
-	Code    string
-	Message string
-	Pointer string
-	// RetryAfter (seconds) for 429 and 503.
-	RetryAfter int
-	// Challenge is the WWW-Authenticate value for 401 and 403.
-	Challenge string
-}
-
-func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+// apiError is a refused request: the shared *httpjson.Error (status,
+// machine-readable code, human message, for some the JSON pointer of the
+// part at fault, the retry delay and the authentication challenge),
+// answered as an NLIP message instead of problem details (writeError).
+type apiError = httpjson.Error
 
 func newError(status int, code, format string, args ...any) *apiError {
-	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+	return httpjson.Errorf(status, code, format, args...)
 }
 
 // errorMessage renders e as the NLIP reply: English text for people and
@@ -51,12 +41,7 @@ func errorMessage(e *apiError) *nlip.Message {
 
 // writeError answers an HTTP request with e.
 func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
-	if e.Challenge != "" {
-		w.Header().Set("WWW-Authenticate", e.Challenge)
-	}
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
+	e.SetHeaders(w.Header())
 	writeMessage(w, r, e.Status, errorMessage(e))
 }
 
