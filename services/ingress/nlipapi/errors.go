@@ -12,13 +12,11 @@ import (
 	"github.com/alpd-project/alpd/services/ingress"
 )
 
-// apiError is a refused request: the shared *httpjson.Error (status,
-// machine-readable code, human message, for some the JSON pointer of the
-// part at fault, the retry delay and the authentication challenge),
-// answered as an NLIP message instead of problem details (writeError).
-type apiError = httpjson.Error
-
-func newError(status int, code, format string, args ...any) *apiError {
+// A refused request is the shared *httpjson.Error (status, machine-readable
+// code, human message, for some the JSON pointer of the part at fault, the
+// retry delay and the authentication challenge), answered as an NLIP
+// message instead of problem details (writeError).
+func newError(status int, code, format string, args ...any) *httpjson.Error {
 	return httpjson.Errorf(status, code, format, args...)
 }
 
@@ -26,7 +24,7 @@ func newError(status int, code, format string, args ...any) *apiError {
 // clients that read text (AG2 reads the English text), plus a structured
 // "alp.error" submessage for programs. ECMA-432 §11 shows errors as
 // MessageType "Error" with text content; we follow it.
-func errorMessage(e *apiError) *nlip.Message {
+func errorMessage(e *httpjson.Error) *nlip.Message {
 	detail := map[string]any{"status": e.Status, "code": e.Code, "message": e.Message}
 	if e.Pointer != "" {
 		detail["pointer"] = e.Pointer
@@ -40,14 +38,14 @@ func errorMessage(e *apiError) *nlip.Message {
 }
 
 // writeError answers an HTTP request with e.
-func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
+func writeError(w http.ResponseWriter, r *http.Request, e *httpjson.Error) {
 	e.SetHeaders(w.Header())
 	writeMessage(w, r, e.Status, errorMessage(e))
 }
 
 // classify turns an error from a step of handling into the answer.
-func classify(err error) *apiError {
-	var ae *apiError
+func classify(err error) *httpjson.Error {
+	var ae *httpjson.Error
 	var auth *agentauth.Error
 	var ne *nlip.Error
 	var me *nmp.Error
@@ -61,7 +59,7 @@ func classify(err error) *apiError {
 		if code == "" {
 			code = "unauthenticated"
 		}
-		e := &apiError{Status: auth.Status, Code: code, Message: auth.Description, Challenge: auth.Challenge}
+		e := &httpjson.Error{Status: auth.Status, Code: code, Message: auth.Description, Challenge: auth.Challenge}
 		if auth.Status == http.StatusServiceUnavailable {
 			e.RetryAfter = 1
 		}
@@ -71,9 +69,9 @@ func classify(err error) *apiError {
 		if ne.Code == "too_large" {
 			status = http.StatusRequestEntityTooLarge
 		}
-		return &apiError{Status: status, Code: "nlip_" + ne.Code, Message: ne.Message, Pointer: ne.Pointer}
+		return &httpjson.Error{Status: status, Code: "nlip_" + ne.Code, Message: ne.Message, Pointer: ne.Pointer}
 	case errors.As(err, &me):
-		return &apiError{Status: http.StatusBadRequest, Code: "nmp_" + me.Code, Message: "NMP header: " + me.Message, Pointer: "/submessages/nmp"}
+		return &httpjson.Error{Status: http.StatusBadRequest, Code: "nmp_" + me.Code, Message: "NMP header: " + me.Message, Pointer: "/submessages/nmp"}
 	case errors.As(err, &limited):
 		e := newError(http.StatusTooManyRequests, "rate_limited", "%s", limited.Description())
 		e.RetryAfter = limited.RetryAfterSeconds()
@@ -93,6 +91,6 @@ func classify(err error) *apiError {
 		// the same request cannot help.
 		return newError(http.StatusBadRequest, "invalid_alp_message", "%v", err)
 	}
-	return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 1,
+	return &httpjson.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 1,
 		Message: "the broker could not take the message right now; retry with the same idempotency key"}
 }
