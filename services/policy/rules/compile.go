@@ -4,9 +4,12 @@ import (
 	"container/list"
 	"crypto/sha256"
 	"iter"
+	"strings"
 	"sync"
 
 	cedar "github.com/cedar-policy/cedar-go"
+	"github.com/cedar-policy/cedar-go/types"
+	xast "github.com/cedar-policy/cedar-go/x/exp/ast"
 )
 
 // Compiled is a party's set ready for evaluation: cedar-go policies (each
@@ -20,6 +23,9 @@ type Compiled struct {
 	forbid []bool
 	pol    []*cedar.Policy
 	index  map[cedar.PolicyID]int
+	// reads is what of a field the set's policies look at; DecideMessage
+	// reuses this set's answer for fields that agree on it.
+	reads fieldMask
 }
 
 // Compile turns a validated set into its evaluator. Callers on the hot
@@ -33,8 +39,98 @@ func Compile(s *Set) *Compiled {
 		c.forbid = append(c.forbid, p.Effect == cedar.Forbid)
 		c.pol = append(c.pol, s.parsed[i])
 		c.index[id] = i
+		c.reads |= fieldReads((*xast.Policy)(s.parsed[i].AST()))
 	}
 	return c
+}
+
+// fieldMask is the set of a field's attributes a policy set reads.
+type fieldMask uint8
+
+const (
+	readsType fieldMask = 1 << iota
+	readsClass
+	readsFreeText
+	readsCommits
+	readsAll // pointer, the resource as a whole, or a field entity literal
+)
+
+// project zeroes what the set does not read, so two fields with equal
+// projections get the same answer from this set.
+func (m fieldMask) project(f Field) Field {
+	if m&readsAll != 0 {
+		return f
+	}
+	var p Field
+	if m&readsType != 0 {
+		p.Type = f.Type
+	}
+	if m&readsClass != 0 {
+		p.Class = f.Class
+	}
+	if m&readsFreeText != 0 {
+		p.FreeText = f.FreeText
+	}
+	if m&readsCommits != 0 {
+		p.Commits = f.Commits
+	}
+	return p
+}
+
+// fieldReads reports, conservatively, which field attributes a policy can
+// see: attributes read as resource.<name> (or tested with has); anything
+// else that touches the resource — a constrained resource scope, the
+// variable used on its own, a field entity literal — counts as reading
+// everything.
+func fieldReads(p *xast.Policy) fieldMask {
+	switch p.Resource.(type) {
+	case xast.ScopeTypeAll, xast.ScopeTypeIs:
+	default:
+		return readsAll
+	}
+	var m fieldMask
+	uses, viaAttr := 0, 0
+	attr := func(arg xast.IsNode, name types.String) {
+		if v, ok := arg.(xast.NodeTypeVariable); !ok || v.Name != "resource" {
+			return
+		}
+		viaAttr++
+		switch name {
+		case "type":
+			m |= readsType
+		case "class":
+			m |= readsClass
+		case "freetext":
+			m |= readsFreeText
+		case "commits":
+			m |= readsCommits
+		default:
+			m |= readsAll
+		}
+	}
+	for _, cond := range p.Conditions {
+		xast.Inspect(xast.NewNode(cond.Body), func(n xast.IsNode) bool {
+			switch n := n.(type) {
+			case xast.NodeTypeAccess:
+				attr(n.Arg, n.Value)
+			case xast.NodeTypeHas:
+				attr(n.Arg, n.Value)
+			case xast.NodeTypeVariable:
+				if n.Name == "resource" {
+					uses++
+				}
+			case xast.NodeValue:
+				if strings.Contains(string(n.Value.MarshalCedar()), string(entityField)+"::") {
+					m |= readsAll
+				}
+			}
+			return true
+		})
+	}
+	if uses > viaAttr {
+		m |= readsAll
+	}
+	return m
 }
 
 // All implements cedar.PolicyIterator in source order, so evaluation and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	cedar "github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
@@ -227,46 +228,74 @@ func decide(ctx context.Context, sets []*Compiled, action types.EntityUID, msg M
 			"relationship": types.String(msg.Context.Relationship),
 		}),
 	}
+	// Fields of one message mostly repeat a few shapes, and each set reads
+	// only some attributes of a field (the default sender_org set never
+	// reads freetext): each set answers once per distinct projection of a
+	// field onto what it reads. This is what keeps a 30-field message
+	// within budget.
+	type answer struct {
+		key     Field
+		denials []Denial // nil: permitted
+	}
+	memo := make([][]answer, len(sets))
 	out := make([]Verdict, len(msg.Fields))
 	for i, f := range msg.Fields {
-		store.field = types.Entity{
-			UID: types.NewEntityUID(entityField, types.String(f.Pointer)),
-			Attributes: types.NewRecord(types.RecordMap{
-				"type":     types.String(f.Type),
-				"pointer":  types.String(f.Pointer),
-				"class":    types.String(f.Class),
-				"freetext": types.Boolean(f.FreeText),
-				"commits":  types.String(f.Commits),
-			}),
-		}
-		req.Resource = store.field.UID
-		v := Verdict{Pointer: f.Pointer, Allowed: true}
-		for _, c := range sets {
+		v := Verdict{Pointer: f.Pointer}
+		built := false
+		for si, c := range sets {
 			if c == nil {
 				continue
 			}
-			before := len(v.Denials)
-			dec, diag := cedar.Authorize(c, store, req)
-			for _, r := range diag.Reasons {
-				if j := c.index[r.PolicyID]; c.forbid[j] {
-					v.Denials = append(v.Denials, Denial{Party: c.Party, PolicyID: string(r.PolicyID), Reason: c.reason[j]})
+			key := c.reads.project(f)
+			if j := slices.IndexFunc(memo[si], func(a answer) bool { return a.key == key }); j >= 0 {
+				v.Denials = append(v.Denials, memo[si][j].denials...)
+				continue
+			}
+			if !built {
+				store.field = types.Entity{
+					UID: types.NewEntityUID(entityField, types.String(f.Pointer)),
+					Attributes: types.NewRecord(types.RecordMap{
+						"type":     types.String(f.Type),
+						"pointer":  types.String(f.Pointer),
+						"class":    types.String(f.Class),
+						"freetext": types.Boolean(f.FreeText),
+						"commits":  types.String(f.Commits),
+					}),
 				}
+				req.Resource = store.field.UID
+				built = true
 			}
-			// Cedar skips a policy whose evaluation errors; for a forbid that
-			// would fail open, so an erroring forbid denies.
-			for _, e := range diag.Errors {
-				if j := c.index[e.PolicyID]; c.forbid[j] {
-					v.Denials = append(v.Denials, Denial{Party: c.Party, PolicyID: string(e.PolicyID), Reason: c.reason[j]})
-				}
-			}
-			if dec != cedar.Allow && len(v.Denials) == before {
-				v.Denials = append(v.Denials, Denial{Party: c.Party, PolicyID: DefaultDenyID, Reason: ReasonDefaultDeny})
-			}
+			d := evaluate(c, store, req)
+			memo[si] = append(memo[si], answer{key: key, denials: d})
+			v.Denials = append(v.Denials, d...)
 		}
 		v.Allowed = len(v.Denials) == 0
 		out[i] = v
 	}
 	return out, nil
+}
+
+// evaluate is one party's answer for one field: the forbids that matched
+// (or errored), a default deny when nothing permitted, nil when permitted.
+func evaluate(c *Compiled, store *oneEntity, req cedar.Request) []Denial {
+	var ds []Denial
+	dec, diag := cedar.Authorize(c, store, req)
+	for _, r := range diag.Reasons {
+		if j := c.index[r.PolicyID]; c.forbid[j] {
+			ds = append(ds, Denial{Party: c.Party, PolicyID: string(r.PolicyID), Reason: c.reason[j]})
+		}
+	}
+	// Cedar skips a policy whose evaluation errors; for a forbid that would
+	// fail open, so an erroring forbid denies.
+	for _, e := range diag.Errors {
+		if j := c.index[e.PolicyID]; c.forbid[j] {
+			ds = append(ds, Denial{Party: c.Party, PolicyID: string(e.PolicyID), Reason: c.reason[j]})
+		}
+	}
+	if dec != cedar.Allow && len(ds) == 0 {
+		ds = append(ds, Denial{Party: c.Party, PolicyID: DefaultDenyID, Reason: ReasonDefaultDeny})
+	}
+	return ds
 }
 
 func sideRecord(s Side) types.Record {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -117,6 +118,8 @@ var (
 	reasonPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 	// cedar-go reports "parse error at <file>:<line>:<col> ...".
 	parsePos = regexp.MustCompile(`:(\d+):(\d+)\b`)
+	// The validator names the action whose context it checked.
+	actionSuffix = regexp.MustCompile(` for Alp::Action::"[a-z_]+"`)
 )
 
 // DefaultDenyID is the policy id a denial names when no policy of the
@@ -197,9 +200,12 @@ func (e *Engine) typeCheck(id string, p *cedar.Policy) []string {
 	var out []string
 	for _, leaf := range flatten(err) {
 		msg := strings.TrimPrefix(leaf.Error(), "for policy `"+id+"`, ")
+		// A policy that does not scope its action is checked once per
+		// action; the same mistake is reported once.
+		msg = actionSuffix.ReplaceAllString(msg, "")
 		// The validator adds this after an unknown type or action; the
 		// first message already says what is wrong.
-		if strings.HasPrefix(msg, "unable to find an applicable action") && len(out) > 0 {
+		if (strings.HasPrefix(msg, "unable to find an applicable action") && len(out) > 0) || slices.Contains(out, msg) {
 			continue
 		}
 		out = append(out, msg)
