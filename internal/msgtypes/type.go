@@ -68,6 +68,8 @@ type schemaMeta struct {
 // Name is the type's name: "meeting.request/v1", "example.org/expense.approval/v1".
 func (t *Type) Name() string { return t.name }
 
+func (t *Type) String() string { return t.name }
+
 // Owner is the tenant that registered the type, or "" for a built-in.
 func (t *Type) Owner() string { return t.owner }
 
