@@ -111,18 +111,20 @@ func scan(text string) []Finding {
 	if text == "" {
 		return nil
 	}
-	s := &scanner{text: text, lower: strings.ToLower(text)}
+	s := &scanner{text: text, lower: asciiLower(text)}
 	s.digitRuns()
 	s.iban()
 	s.runPatterns()
+	s.highEntropyKV()
+	s.emails()
+	s.amountCodes()
 	return s.result()
 }
 
 type scanner struct {
 	text string
-	// lower is the text lowercased, only for the prefilters' Contains: its
-	// offsets may differ from text's (some runes change length), so no
-	// match position is ever taken from it.
+	// lower is text with ASCII letters lowercased and every other byte as
+	// it is, so its offsets are text's: case-insensitive keys match on it.
 	lower string
 	found []Finding
 }
@@ -173,4 +175,21 @@ func covered(fs []Finding, i int) bool {
 		}
 	}
 	return false
+}
+
+func asciiLower(s string) string {
+	i := 0
+	for i < len(s) && (s[i] < 'A' || s[i] > 'Z') {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	b := []byte(s)
+	for ; i < len(b); i++ {
+		if b[i] >= 'A' && b[i] <= 'Z' {
+			b[i] += 'a' - 'A'
+		}
+	}
+	return string(b)
 }
