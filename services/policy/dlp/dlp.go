@@ -125,8 +125,10 @@ type scanner struct {
 	text string
 	// lower is text with ASCII letters lowercased and every other byte as
 	// it is, so its offsets are text's: case-insensitive keys match on it.
-	lower string
-	found []Finding
+	lower    string
+	found    []Finding
+	noPEMEnd int // >0: no private key END line from this offset on
+
 }
 
 func (s *scanner) add(d Detector, start, end int) {
@@ -147,9 +149,23 @@ func (s *scanner) result() []Finding {
 		}
 		return strings.Compare(string(a.Detector), string(b.Detector))
 	})
+	// Spans of blocking findings, for the flag and high-entropy drops.
+	var specific, anyBlock spans
+	for _, f := range fs {
+		if f.Severity == Block {
+			anyBlock = append(anyBlock, f)
+			if f.Detector != HighEntropySecret {
+				specific = append(specific, f)
+			}
+		}
+	}
+	specific, anyBlock = specific.merged(), anyBlock.merged()
 	out := fs[:0:0]
-	for i, f := range fs {
-		if (f.Severity == Flag || f.Detector == HighEntropySecret) && covered(fs, i) {
+	for _, f := range fs {
+		switch {
+		case f.Severity == Flag && anyBlock.overlaps(f):
+			continue
+		case f.Detector == HighEntropySecret && specific.overlaps(f):
 			continue
 		}
 		// The same detector twice over one span (e.g. two phone shapes).
@@ -162,19 +178,32 @@ func (s *scanner) result() []Finding {
 	return out
 }
 
-// covered reports whether fs[i] overlaps a blocking finding that says more:
-// any blocking one for a flag, a specific secret for a high-entropy value.
-func covered(fs []Finding, i int) bool {
-	f := fs[i]
-	for j, g := range fs {
-		if j == i || g.Severity != Block || (f.Detector == HighEntropySecret && g.Detector == HighEntropySecret) {
+// spans is a list of findings used as intervals; merged sorts by start (the
+// input already is) and joins overlapping ones so overlaps can binary
+// search: a text full of findings must not cost quadratic time.
+type spans []Finding
+
+func (s spans) merged() spans {
+	var out spans
+	for _, f := range s {
+		if k := len(out) - 1; k >= 0 && f.Start < out[k].End {
+			out[k].End = max(out[k].End, f.End)
 			continue
 		}
-		if g.Start < f.End && f.Start < g.End {
-			return true
-		}
+		out = append(out, f)
 	}
-	return false
+	return out
+}
+
+func (s spans) overlaps(f Finding) bool {
+	// First merged span ending after f starts.
+	i, _ := slices.BinarySearchFunc(s, f.Start, func(g Finding, start int) int {
+		if g.End <= start {
+			return -1
+		}
+		return 1
+	})
+	return i < len(s) && s[i].Start < f.End
 }
 
 func asciiLower(s string) string {

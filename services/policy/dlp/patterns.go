@@ -146,7 +146,7 @@ func (s *scanner) match(p *pattern, start, end int) bool {
 		return false
 	}
 	if p.det == PEMPrivateKey {
-		end = pemEnd(t, end)
+		end = s.pemEnd(end)
 	}
 	s.add(p.det, start, end)
 	return true
@@ -178,14 +178,19 @@ func containsAny(s string, subs []string) bool {
 // pemEnd extends a private key's span from its BEGIN line to the end of its
 // END line, or to the end of the text when the key was cut off: everything
 // after the header is key material.
-func pemEnd(t string, from int) int {
+func (s *scanner) pemEnd(from int) int {
 	const endMark = "PRIVATE KEY-----"
-	i := strings.Index(t[from:], "-----END ")
-	if i < 0 {
-		return len(t)
+	t := s.text
+	if s.noPEMEnd > 0 && from >= s.noPEMEnd {
+		return len(t) // known: no END line after here (keeps many headers linear)
 	}
-	j := strings.Index(t[from+i:], endMark)
+	i := strings.Index(t[from:], "-----END ")
+	j := -1
+	if i >= 0 {
+		j = strings.Index(t[from+i:], endMark)
+	}
 	if j < 0 {
+		s.noPEMEnd = from
 		return len(t)
 	}
 	return from + i + j + len(endMark)
@@ -249,7 +254,7 @@ func (s *scanner) highEntropyKV() {
 			k--
 		}
 		ke := k
-		for k > 0 && isKeyChar(t[k-1]) {
+		for k > 0 && ke-k < maxKeyLen && isKeyChar(t[k-1]) {
 			k--
 		}
 		if k == ke || !containsAny(lo[k:ke], secretKeys) {
@@ -264,7 +269,7 @@ func (s *scanner) highEntropyKV() {
 			v++
 		}
 		ve := v
-		for ve < len(t) && !isValueEnd(t[ve]) {
+		for ve < len(t) && ve-v < maxValueLen && !isValueEnd(t[ve]) {
 			ve++
 		}
 		if ve-v >= 20 && highEntropy(t[v:ve]) {
@@ -273,6 +278,14 @@ func (s *scanner) highEntropyKV() {
 		}
 	}
 }
+
+// maxKeyLen and maxValueLen bound the walks from each '=' so that text made
+// of many of them costs linear time; a longer key is cut to its last 64
+// characters, a longer value is judged by its first 256.
+const (
+	maxKeyLen   = 64
+	maxValueLen = 256
+)
 
 func isValueEnd(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '"' || c == '\'' || c == '`' || c == ',' || c == ';'
