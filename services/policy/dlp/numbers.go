@@ -25,7 +25,8 @@ func (s *scanner) digitRuns() {
 		}
 		// A run glued to a letter on the left (an IBAN's "DE89 …", a hex
 		// hash, "v1.2") is part of a word, not a number.
-		glued := i > 0 && (isAlpha(t[i-1]) || t[i-1] == '_')
+		// So is one joined to a word by a dash ("xoxb-1234…", "id-4111…").
+		glued := i > 0 && (isAlpha(t[i-1]) || t[i-1] == '_' || (t[i-1] == '-' && i > 1 && isAlnum(t[i-2])))
 		groups = groups[:0]
 		j := i
 		for {
@@ -41,7 +42,7 @@ func (s *scanner) digitRuns() {
 			j = k
 			break
 		}
-		glued = glued || (j < len(t) && (isAlpha(t[j]) || t[j] == '_'))
+		glued = glued || (j < len(t) && (isAlpha(t[j]) || t[j] == '_' || (t[j] == '-' && j+1 < len(t) && isAlpha(t[j+1]))))
 		if !glued {
 			s.cards(groups)
 			s.ssn(groups)
