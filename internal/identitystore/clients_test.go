@@ -8,6 +8,7 @@ import (
 	"time"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 func registerDCR(t *testing.T, s *Store, tn, id string) Client {
@@ -49,7 +50,7 @@ func TestDynamicClientsNeverUsedExpire(t *testing.T) {
 	if k := e.kinds(t); k["client_first_used"] != 1 {
 		t.Fatalf("first use recorded %d times: %v", k["client_first_used"], k)
 	}
-	eventually(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if c, _ := a.Client(tenant, "dcr_used"); c.FirstUsed.IsZero() {
 			return errors.New("replica a does not see the first use")
 		}
@@ -91,7 +92,7 @@ func TestDynamicClientsNeverUsedExpire(t *testing.T) {
 	if err := gone(a); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error { return gone(b) })
+	testkit.Eventually(t, 5*time.Second, func() error { return gone(b) })
 	if err := gone(e.open(t)); err != nil {
 		t.Fatalf("after a restart: %v", err)
 	}
@@ -112,7 +113,7 @@ func TestDynamicClientFirstUseWinsOverExpiry(t *testing.T) {
 	a, b := e.open(t), e.open(t)
 	ctx := ctxT(t)
 	registerDCR(t, a, tenant, "dcr_raced")
-	eventually(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		_, err := b.Client(tenant, "dcr_raced")
 		return err
 	})

@@ -12,6 +12,7 @@ import (
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 // allBytes is every stored message (subject, data, headers) of every
@@ -189,7 +190,7 @@ func TestErasureLeavesNoMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	bo := mustBind(t, s, "test-bo", "bo@example.org")
-	eventually(t, 5*time.Second, func() error { _, err := reader.Person(ctx, tenant, ana.ID); return err })
+	testkit.Eventually(t, 5*time.Second, func() error { _, err := reader.Person(ctx, tenant, ana.ID); return err })
 	pat, err := s.IssuePAT(ctx, PATSpec{Tenant: tenant, PersonID: ana.ID, Name: "p", TokenSHA256: HashSecret("t"), Expires: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +212,7 @@ func TestErasureLeavesNoMapping(t *testing.T) {
 		}
 	}
 	for _, st := range []*Store{s, reader} {
-		eventually(t, 5*time.Second, func() error {
+		testkit.Eventually(t, 5*time.Second, func() error {
 			if _, err := st.Person(ctx, tenant, ana.ID); !errors.Is(err, ErrErased) {
 				return errors.New("person still known")
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 const (
@@ -121,21 +122,6 @@ func (e *env) kinds(t *testing.T) map[string]int {
 		out[m.Header.Get(bus.HeaderEventType)]++
 	}
 	return out
-}
-
-func eventually(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -665,7 +651,7 @@ func TestReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if revoked, why := b.Revoked(tenant, w.person.ID, g.ID, time.Now()); revoked {
 			return fmt.Errorf("replica b: %s", why)
 		}
@@ -675,7 +661,7 @@ func TestReplicas(t *testing.T) {
 	if err := b.RevokeGrant(ctx, tenant, g.ID, "revoked on b"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if revoked, why := a.Revoked(tenant, w.person.ID, g.ID, time.Now()); !revoked || !strings.Contains(why, "revoked on b") {
 			return fmt.Errorf("replica a: %v %q", revoked, why)
 		}
@@ -683,7 +669,7 @@ func TestReplicas(t *testing.T) {
 	})
 	// b's projection is at least as far as a's write (read-your-writes
 	// across replicas is eventual), and then both agree.
-	eventually(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if a.Applied() != b.Applied() {
 			return fmt.Errorf("applied %d and %d", a.Applied(), b.Applied())
 		}
@@ -867,7 +853,7 @@ func TestFreshFollowsNATS(t *testing.T) {
 	if err := s.Fresh(10 * time.Second); err != nil {
 		t.Errorf("right after NATS stopped, with 10s allowed: %v", err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if err := s.Fresh(3 * time.Second); err == nil {
 			return errors.New("still fresh")
 		}
@@ -882,11 +868,11 @@ func TestFreshFollowsNATS(t *testing.T) {
 	}
 
 	start()
-	eventually(t, 20*time.Second, func() error { return s.Fresh(3 * time.Second) })
+	testkit.Eventually(t, 20*time.Second, func() error { return s.Fresh(3 * time.Second) })
 	// The reader follows the stream again: a write after the restart shows.
 	ctx := ctxT(t)
 	var p Person
-	eventually(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		var err error
 		p, err = s.BindPerson(ctx, tenant, iss, "after-restart", "after@example.org", nil)
 		return err

@@ -1,9 +1,7 @@
 package signin_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -24,6 +22,7 @@ import (
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 const (
@@ -114,23 +113,6 @@ func (k *fakeKeeper) all() []keepCall {
 	return slices.Clone(k.calls)
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type harness struct {
 	t        *testing.T
 	srv      *httptest.Server
@@ -141,7 +123,7 @@ type harness struct {
 	noOffIdP *testidp.IdP
 	binder   *fakeBinder
 	keeper   *fakeKeeper
-	logs     *lockedBuffer
+	logs     *testkit.LockedBuffer
 	sessions signin.KVSessions
 	offset   atomic.Int64 // added to time.Now by the service's clock
 	hashKey  []byte
@@ -158,7 +140,7 @@ type harnessOpts struct {
 
 func newHarness(t *testing.T, opts harnessOpts) *harness {
 	t.Helper()
-	h := &harness{t: t, binder: &fakeBinder{}, keeper: &fakeKeeper{}, logs: &lockedBuffer{}}
+	h := &harness{t: t, binder: &fakeBinder{}, keeper: &fakeKeeper{}, logs: &testkit.LockedBuffer{}}
 
 	mux := http.NewServeMux()
 	h.srv = httptest.NewUnstartedServer(mux)
@@ -176,15 +158,15 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	if opts.mainIdP != nil {
 		opts.mainIdP(&mainCfg)
 	}
-	h.idp = startIdP(t, mainCfg)
-	h.otherIdP = startIdP(t, testidp.Config{TenantID: otherIdPTID, AutoLogin: true,
+	h.idp = testkit.StartIdP(t, mainCfg)
+	h.otherIdP = testkit.StartIdP(t, testidp.Config{TenantID: otherIdPTID, AutoLogin: true,
 		Users:   []testidp.User{{Subject: "sub-olga", Username: "olga"}},
 		Clients: client(otherTenant)})
 	h.noOffIdP = startStrippingIdP(t, testidp.Config{AutoLogin: true,
 		Users:   []testidp.User{{Subject: "sub-nina", Username: "nina"}},
 		Clients: client(noOffTenant)})
 
-	h.hashKey, h.blockKey = randKey(), randKey()
+	h.hashKey, h.blockKey = testkit.RandKey(), testkit.RandKey()
 	h.sessions = newSessions(t)
 	cfg := signin.Config{
 		Sessions:  h.sessions,
@@ -254,12 +236,6 @@ type sessionView struct {
 	CSRF    string          `json:"csrf"`
 }
 
-func randKey() []byte {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return b
-}
-
 // newSessions is a session store on a bucket of a fresh JetStream server.
 func newSessions(t *testing.T) signin.KVSessions {
 	t.Helper()
@@ -272,19 +248,6 @@ func newSessions(t *testing.T) signin.KVSessions {
 		t.Fatal(err)
 	}
 	return signin.KVSessions{KV: kv}
-}
-
-func startIdP(t *testing.T, cfg testidp.Config) *testidp.IdP {
-	t.Helper()
-	idp, err := testidp.New(cfg)
-	if err != nil {
-		t.Fatalf("testidp.New: %v", err)
-	}
-	if err := idp.Start(""); err != nil {
-		t.Fatalf("testidp.Start: %v", err)
-	}
-	t.Cleanup(func() { _ = idp.Close() })
-	return idp
 }
 
 // startStrippingIdP serves a testidp whose token responses lose their

@@ -17,6 +17,7 @@ import (
 
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 func TestSignIn(t *testing.T) {
@@ -431,7 +432,7 @@ func TestSessionCookieChecks(t *testing.T) {
 
 	// A cookie from another broker (other keys) is invalid here.
 	other, err := signin.New(t.Context(), signin.Config{
-		PublicURL: h.public, HashKey: randKey(), BlockKey: randKey(), Sessions: h.sessions,
+		PublicURL: h.public, HashKey: testkit.RandKey(), BlockKey: testkit.RandKey(), Sessions: h.sessions,
 		Tenants: []signin.TenantIdP{{Tenant: mainTenant, Issuer: h.idp.Issuer(), ClientID: clientID, ClientSecret: clientSecret,
 			Directory: map[string]string{"sub:sub-alice": "alice@example.org"}}},
 	}, h.binder, h.keeper)
@@ -574,14 +575,14 @@ func TestInsecureLoopback(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	idp := startIdP(t, testidp.Config{Users: []testidp.User{{Subject: "s", Username: "u"}},
+	idp := testkit.StartIdP(t, testidp.Config{Users: []testidp.User{{Subject: "s", Username: "u"}},
 		Clients: []testidp.Client{{ID: clientID, Secret: clientSecret, RedirectURIs: []string{"https://broker.example/signin/callback/example.org"}}}})
 	sessions := newSessions(t)
 	good := func() signin.Config {
 		return signin.Config{
 			Sessions:  sessions,
 			PublicURL: "https://broker.example",
-			HashKey:   randKey(), BlockKey: randKey(),
+			HashKey:   testkit.RandKey(), BlockKey: testkit.RandKey(),
 			Tenants: []signin.TenantIdP{{Tenant: mainTenant, Issuer: idp.Issuer(), ClientID: clientID, ClientSecret: clientSecret}},
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ledger"
 	"github.com/alpd-project/alpd/services/ledger/storage/jsstore"
 )
@@ -62,7 +63,7 @@ func BenchmarkColdStart(b *testing.B) {
 	for i := range starts {
 		t0 := time.Now()
 		in := e.startLedger(ledger.Options{})
-		waitFor(b, time.Minute, in.svc.Ready)
+		testkit.Eventually(b, time.Minute, in.svc.Ready)
 		ready += time.Since(t0)
 		if n := in.counter("alpd_ledger_tree_loads_total"); n != 0 {
 			b.Fatalf("%v trees loaded at start", n)
@@ -73,7 +74,7 @@ func BenchmarkColdStart(b *testing.B) {
 		old := personID(i * 7918 % persons) // even: has a snapshot
 		t1 := time.Now()
 		e.send(old, `{"cold":"start"}`)
-		waitFor(b, time.Minute, func() error {
+		testkit.Eventually(b, time.Minute, func() error {
 			h, err := in.svc.Storage().Head(context.Background(), tenant, old)
 			if err != nil {
 				return err

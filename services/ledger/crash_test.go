@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/alpd-project/alpd/internal/ledgerlog"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ledger"
 	"github.com/alpd-project/alpd/services/ledger/storage/jsstore"
 )
@@ -56,7 +57,7 @@ func TestKilledWriterAndRestart(t *testing.T) {
 	for i := range 12 {
 		e.send(persons[i%3], fmt.Sprintf(`{"i":%d}`, i))
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if n.Load() < 4 {
 			return errors.New("the writer has not been killed yet")
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ledger"
 	"github.com/alpd-project/alpd/services/ledger/secrets"
 	"github.com/alpd-project/alpd/services/ledger/storage/jsstore"
@@ -170,7 +171,7 @@ func TestLazyLoad(t *testing.T) {
 	in.stop()
 
 	second := e.startLedger(ledger.Options{MaxTrees: 8})
-	waitFor(t, 10*time.Second, second.svc.Ready)
+	testkit.Eventually(t, 10*time.Second, second.svc.Ready)
 	if n := second.counter("alpd_ledger_tree_loads_total"); n != 0 || second.svc.Store().Loaded() != 0 {
 		t.Fatalf("%v trees loaded at start (%d in memory)", n, second.svc.Store().Loaded())
 	}

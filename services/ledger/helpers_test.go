@@ -26,6 +26,7 @@ import (
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ledger"
 	"github.com/alpd-project/alpd/services/ledger/storage"
 )
@@ -195,7 +196,7 @@ func (e *testEnv) send(person, body string) sent {
 	ctx := context.Background()
 	id := uuid.Must(uuid.NewV7()).String()
 	var sb *alpv1.SealedBody
-	waitFor(e.t, 20*time.Second, func() (err error) {
+	testkit.Eventually(e.t, 20*time.Second, func() (err error) {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		sb, err = e.sealer.Seal(sctx, tenant, person, []byte(body), []byte(id))
@@ -252,7 +253,7 @@ func (e *testEnv) erase(person string) {
 // was handled and acknowledged (a work queue drops acknowledged messages).
 func (e *testEnv) waitDrained() {
 	e.t.Helper()
-	waitFor(e.t, 30*time.Second, func() error {
+	testkit.Eventually(e.t, 30*time.Second, func() error {
 		st, err := e.b.JetStream().Stream(context.Background(), e.b.StreamName(streams.LedgerWork))
 		if err != nil {
 			return err
@@ -266,21 +267,6 @@ func (e *testEnv) waitDrained() {
 		}
 		return nil
 	})
-}
-
-func waitFor(t testing.TB, d time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // streamLeaves reads a person's log straight from the stream, bypassing
@@ -334,7 +320,7 @@ func (e *testEnv) checkLog(r storage.Reader, person string, want int) []ledgerlo
 	e.t.Helper()
 	ctx := context.Background()
 	var head storage.Head
-	waitFor(e.t, 20*time.Second, func() error {
+	testkit.Eventually(e.t, 20*time.Second, func() error {
 		var err error
 		head, err = r.Head(ctx, tenant, person)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,6 +24,7 @@ import (
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 // What TestMessagePath sends: Ana's agent asks to send a note to Bo, with
@@ -193,29 +193,22 @@ func storedEvent(t *testing.T, js jetstream.JetStream, stream string, subject fu
 		t.Fatal(err)
 	}
 	name := bus.StreamName(pathBroker, stream)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var ev *alpv1.Event
+	testkit.Eventually(t, 10*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		m, err := func() (*jetstream.RawStreamMsg, error) {
-			s, err := js.Stream(ctx, name)
-			if err != nil {
-				return nil, err
-			}
-			return s.GetLastMsgForSubject(ctx, subj)
-		}()
-		cancel()
-		if err == nil {
-			ev, err := bus.Decode(m.Data)
-			if err != nil {
-				t.Fatalf("%s on %s: %v", name, subj, err)
-			}
-			return ev
+		defer cancel()
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return err
 		}
-		if !errors.Is(err, jetstream.ErrMsgNotFound) || time.Now().After(deadline) {
-			t.Fatalf("%s on %s: %v", name, subj, err)
+		m, err := s.GetLastMsgForSubject(ctx, subj)
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		ev, err = bus.Decode(m.Data)
+		return err
+	}, name, "on", subj)
+	return ev
 }
 
 // hopWant is one expected trace entry; an empty action or reason is not
@@ -304,17 +297,12 @@ func checkLedgerEntry(t *testing.T, addr, token, person string, sent *alpv1.Even
 		} `json:"public_keys"`
 	}
 	// The writer appends, then a checkpoint round signs: both take a moment.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		status, body := ledgerGet(t, addr, "/v1/ledger", token, &head)
-		if status == http.StatusOK && head.Checkpoint.Size == 1 {
-			break
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if status, body := ledgerGet(t, addr, "/v1/ledger", token, &head); status != http.StatusOK || head.Checkpoint.Size != 1 {
+			return fmt.Errorf("%d %s", status, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /v1/ledger: %d %s; want one entry under a signed checkpoint", status, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	}, "GET /v1/ledger: one entry under a signed checkpoint")
 	if head.Origin != origin || head.Size != 1 {
 		t.Fatalf("ledger head: origin %q size %d; want Ana's log %q with one entry", head.Origin, head.Size, origin)
 	}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"net/http"
 	"os"
@@ -29,6 +28,7 @@ import (
 	"github.com/alpd-project/alpd/internal/config"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/mtls"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 // Split mode's tenant, broker name (NATS namespace) and operator.
@@ -280,8 +280,7 @@ func startSplit(t *testing.T, b bins) *splitCluster {
 	c.ns = startProc(t, "nats-server", b.natsServer, hermeticEnv(), "-c", filepath.Join(c.natsDir, "nats-server.conf"))
 	waitTCP(t, c.ns, c.natsAddr, 15*time.Second)
 
-	kek := make([]byte, 32)
-	_, _ = rand.Read(kek)
+	kek := testkit.RandKey()
 	c.env = hermeticEnv("ALPD_KEK=" + base64.StdEncoding.EncodeToString(kek))
 	for _, s := range c.svcs {
 		s.configFile = filepath.Join(dir, s.name+".yaml")

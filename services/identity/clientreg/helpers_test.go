@@ -3,7 +3,6 @@ package clientreg_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/identity/clientreg"
 )
 
@@ -150,16 +150,9 @@ func newWeb(t *testing.T, e *env, tweak func(*clientreg.Config)) *web {
 	w.srv = httptest.NewUnstartedServer(mux)
 	w.public = "http://" + w.srv.Listener.Addr().String()
 
-	idp, err := testidp.New(testidp.Config{AutoLogin: true, Users: users, Clients: []testidp.Client{{
+	idp := testkit.StartIdP(t, testidp.Config{AutoLogin: true, Users: users, Clients: []testidp.Client{{
 		ID: "alpd", Secret: "alpd-secret", RedirectURIs: []string{w.public + "/signin/callback/" + tenant},
 	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := idp.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = idp.Close() })
 
 	sessionsKV, err := e.b.JetStream().CreateOrUpdateKeyValue(t.Context(), signin.SessionsBucketConfig("T_SESSIONS", signin.DefaultSessionTTL, 1))
 	if err != nil {
@@ -167,7 +160,7 @@ func newWeb(t *testing.T, e *env, tweak func(*clientreg.Config)) *web {
 	}
 	svc, err := signin.New(t.Context(), signin.Config{
 		Sessions:  signin.KVSessions{KV: sessionsKV},
-		PublicURL: w.public, Insecure: true, HashKey: randKey(), BlockKey: randKey(),
+		PublicURL: w.public, Insecure: true, HashKey: testkit.RandKey(), BlockKey: testkit.RandKey(),
 		Tenants: []signin.TenantIdP{{
 			Tenant: tenant, Issuer: idp.Issuer(), ClientID: "alpd", ClientSecret: "alpd-secret",
 			Directory: map[string]string{"sub:sub-alice": "alice@example.org", "sub:sub-bob": "bob@example.org"},
@@ -204,12 +197,6 @@ func newWeb(t *testing.T, e *env, tweak func(*clientreg.Config)) *web {
 	w.srv.Start()
 	t.Cleanup(w.srv.Close)
 	return w
-}
-
-func randKey() []byte {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return b
 }
 
 // user is a browser signed in as someone.

@@ -36,6 +36,7 @@ import (
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/identity/oauthas"
 )
 
@@ -55,7 +56,7 @@ const (
 // Every secret a test sees (tokens, codes, client secrets) is recorded here;
 // TestMain fails if any of them appears in the logs.
 var (
-	logs      lockedBuffer
+	logs      testkit.LockedBuffer
 	secretsMu sync.Mutex
 	secrets   = map[string]string{}
 )
@@ -95,23 +96,6 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // recheck is a settable PersonRechecker.
@@ -214,10 +198,10 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	h.rest = h.public + "/v1"
 
 	// People sign in through one test IdP per tenant.
-	idpA := startIdP(t, testidp.Config{AutoLogin: true,
+	idpA := testkit.StartIdP(t, testidp.Config{AutoLogin: true,
 		Users:   []testidp.User{{Subject: "sub-ana", Username: "ana"}, {Subject: "sub-cy", Username: "cy"}},
 		Clients: []testidp.Client{{ID: "alpd", Secret: "idp-secret", RedirectURIs: []string{h.public + signin.PathCallback + tenantA}}}})
-	idpB := startIdP(t, testidp.Config{AutoLogin: true,
+	idpB := testkit.StartIdP(t, testidp.Config{AutoLogin: true,
 		Users:   []testidp.User{{Subject: "sub-bo", Username: "bo"}},
 		Clients: []testidp.Client{{ID: "alpd", Secret: "idp-secret", RedirectURIs: []string{h.public + signin.PathCallback + tenantB}}}})
 	sessionsKV, err := b.JetStream().CreateOrUpdateKeyValue(ctx, signin.SessionsBucketConfig("t_sessions", signin.DefaultSessionTTL, 1))
@@ -226,7 +210,7 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	}
 	sessions, err := signin.New(ctx, signin.Config{
 		Sessions:  signin.KVSessions{KV: sessionsKV},
-		PublicURL: h.public, Insecure: true, HashKey: randBytes(32), BlockKey: randBytes(32), Logger: log,
+		PublicURL: h.public, Insecure: true, HashKey: testkit.RandKey(), BlockKey: testkit.RandKey(), Logger: log,
 		Tenants: []signin.TenantIdP{
 			{Tenant: tenantA, Issuer: idpA.Issuer(), ClientID: "alpd", ClientSecret: "idp-secret",
 				Directory: map[string]string{"sub:sub-ana": "ana@a.example", "sub:sub-cy": "cy@a.example"}},
@@ -299,25 +283,6 @@ func (h *harness) replica() string {
 	srv.Start()
 	h.t.Cleanup(srv.Close)
 	return srv.Listener.Addr().String()
-}
-
-func startIdP(t *testing.T, cfg testidp.Config) *testidp.IdP {
-	t.Helper()
-	idp, err := testidp.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := idp.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = idp.Close() })
-	return idp
-}
-
-func randBytes(n int) []byte {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return b
 }
 
 func ctxT(t *testing.T) context.Context {
