@@ -25,25 +25,27 @@ import (
 	"github.com/alpd-project/alpd/services/ingress"
 )
 
-type running struct {
+// rig is a broker started on the given NATS connection and stopped, checked
+// to stop cleanly, when the test ends.
+type rig struct {
 	b    *broker.Broker
 	ks   keystore.KeyStore
 	done chan error
 }
 
-func start(t *testing.T, nc *nats.Conn, reg prometheus.Registerer, name string, tenants ...string) running {
+func start(t *testing.T, nc *nats.Conn, reg prometheus.Registerer, name string, tenants ...string) rig {
 	t.Helper()
 	return startWith(t, nc, reg, keystore.NewMemory(), name, tenants...)
 }
 
-func startWith(t *testing.T, nc *nats.Conn, reg prometheus.Registerer, ks keystore.KeyStore, name string, tenants ...string) running {
+func startWith(t *testing.T, nc *nats.Conn, reg prometheus.Registerer, ks keystore.KeyStore, name string, tenants ...string) rig {
 	t.Helper()
 	b, err := broker.New(broker.Config{Name: name, Tenants: tenants}, broker.Deps{NATS: nc, KeyStore: ks, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := running{b: b, ks: ks, done: make(chan error, 1)}
+	r := rig{b: b, ks: ks, done: make(chan error, 1)}
 	go func() { r.done <- b.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()

@@ -27,7 +27,7 @@ func registerDCR(t *testing.T, s *Store, tn, id string) Client {
 // finding 6).
 func TestDynamicClientsNeverUsedExpire(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	a, b := e.open(t), e.open(t)
 	ctx := ctxT(t)
 	unused := registerDCR(t, a, tenant, "dcr_unused")
@@ -109,7 +109,7 @@ func TestDynamicClientsNeverUsedExpire(t *testing.T) {
 // client used, and it stays.
 func TestDynamicClientFirstUseWinsOverExpiry(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	a, b := e.open(t), e.open(t)
 	ctx := ctxT(t)
 	registerDCR(t, a, tenant, "dcr_raced")
@@ -141,7 +141,7 @@ func TestDynamicClientFirstUseWinsOverExpiry(t *testing.T) {
 // projection (it could only come from a bug or a forger).
 func TestDynamicClientExpiryRefusedForUsedClients(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	registerDCR(t, s, tenant, "dcr_kept")

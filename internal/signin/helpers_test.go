@@ -113,7 +113,7 @@ func (k *fakeKeeper) all() []keepCall {
 	return slices.Clone(k.calls)
 }
 
-type harness struct {
+type rig struct {
 	t        *testing.T
 	srv      *httptest.Server
 	public   string
@@ -130,7 +130,7 @@ type harness struct {
 	blockKey []byte
 }
 
-type harnessOpts struct {
+type rigOptions struct {
 	plainHTTP bool // http + Insecure instead of https
 	// mainIdP and mainTenant adjust the main tenant's test IdP and its
 	// TenantIdP before they start.
@@ -138,9 +138,9 @@ type harnessOpts struct {
 	mainTenant func(*signin.TenantIdP)
 }
 
-func newHarness(t *testing.T, opts harnessOpts) *harness {
+func newRig(t *testing.T, opts rigOptions) *rig {
 	t.Helper()
-	h := &harness{t: t, binder: &fakeBinder{}, keeper: &fakeKeeper{}, logs: &testkit.LockedBuffer{}}
+	h := &rig{t: t, binder: &fakeBinder{}, keeper: &fakeKeeper{}, logs: &testkit.LockedBuffer{}}
 
 	mux := http.NewServeMux()
 	h.srv = httptest.NewUnstartedServer(mux)
@@ -291,7 +291,7 @@ func startStrippingIdP(t *testing.T, cfg testidp.Config) *testidp.IdP {
 // browser returns a client with a cookie jar that trusts the broker's test
 // certificate, follows redirects through the IdP and stops at any redirect
 // back to the broker, so each broker step can be inspected.
-func (h *harness) browser() *http.Client {
+func (h *rig) browser() *http.Client {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		h.t.Fatal(err)
@@ -348,7 +348,7 @@ func get(t *testing.T, c *http.Client, u string) answer {
 	return do(t, c, req)
 }
 
-func (h *harness) post(c *http.Client, path string, form url.Values, headers map[string]string) answer {
+func (h *rig) post(c *http.Client, path string, form url.Values, headers map[string]string) answer {
 	h.t.Helper()
 	req, err := http.NewRequestWithContext(h.t.Context(), http.MethodPost, h.public+path, strings.NewReader(form.Encode()))
 	if err != nil {
@@ -363,7 +363,7 @@ func (h *harness) post(c *http.Client, path string, form url.Values, headers map
 
 // startSignIn runs /signin?<query> through the IdP and returns the IdP's
 // redirect to the broker's callback (not yet followed).
-func (h *harness) startSignIn(c *http.Client, query url.Values) string {
+func (h *rig) startSignIn(c *http.Client, query url.Values) string {
 	h.t.Helper()
 	a := get(h.t, c, h.public+"/signin?"+query.Encode())
 	if a.status != http.StatusFound && a.status != http.StatusSeeOther {
@@ -376,7 +376,7 @@ func (h *harness) startSignIn(c *http.Client, query url.Values) string {
 }
 
 // signIn runs a whole sign-in and returns the callback's answer.
-func (h *harness) signIn(c *http.Client, tenant, hint, ret string, extra ...string) (answer, string) {
+func (h *rig) signIn(c *http.Client, tenant, hint, ret string, extra ...string) (answer, string) {
 	h.t.Helper()
 	q := url.Values{"tenant": {tenant}, "login_hint": {hint}}
 	if ret != "" {
@@ -389,7 +389,7 @@ func (h *harness) signIn(c *http.Client, tenant, hint, ret string, extra ...stri
 	return get(h.t, c, cb), cb
 }
 
-func (h *harness) session(c *http.Client) (int, sessionView) {
+func (h *rig) session(c *http.Client) (int, sessionView) {
 	h.t.Helper()
 	a := get(h.t, c, h.public+"/home")
 	var v sessionView

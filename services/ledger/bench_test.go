@@ -48,7 +48,7 @@ func BenchmarkColdStart(b *testing.B) {
 	}
 	persons := envInt("ALPD_LEDGER_BENCH_PERSONS", 100_000)
 	entries := envInt("ALPD_LEDGER_BENCH_ENTRIES", 100)
-	e := newEnv(b, 0)
+	e := newRig(b, 0)
 	// The ledger stream as the service makes it.
 	first := e.startLedger(ledger.Options{})
 	first.stop()
@@ -106,7 +106,7 @@ func BenchmarkColdStart(b *testing.B) {
 // would leave them; then the tree snapshots of the even persons, as a
 // running ledger leaves them (the odd ones have none: their first use
 // rebuilds the tree from their leaves, scattered over the stream).
-func buildLogs(b *testing.B, e *testEnv, persons, entries int) {
+func buildLogs(b *testing.B, e *rig, persons, entries int) {
 	js, err := jetstream.New(e.nc, jetstream.WithPublishAsyncMaxPending(8192), jetstream.WithDefaultTimeout(time.Minute))
 	if err != nil {
 		b.Fatal(err)

@@ -29,7 +29,7 @@ import (
 // after the stream's dedupe window (a fresh Nats-Msg-Id, the same event id)
 // appends nothing.
 func TestRedeliveryAfterDedupeWindow(t *testing.T) {
-	e := newEnv(t, 200*time.Millisecond)
+	e := newRig(t, 200*time.Millisecond)
 	in := e.startLedger(ledger.Options{})
 	a := personID(1)
 	s := e.send(a, `{"once":true}`)
@@ -60,7 +60,7 @@ func TestRedeliveryAfterDedupeWindow(t *testing.T) {
 // commitment, and no byte derived from a body is on the ledger stream or
 // in the ledger's buckets except salted commitments.
 func TestErasure(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newRig(t, 0)
 	in := e.startLedger(ledger.Options{})
 	a, b := personID(1), personID(2)
 	var all []sent
@@ -156,7 +156,7 @@ func TestErasure(t *testing.T) {
 // from its snapshot, keeps at most MaxTrees trees, and rebuilds a log
 // whose snapshot was damaged from the stream.
 func TestLazyLoad(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newRig(t, 0)
 	in := e.startLedger(ledger.Options{Workers: 4})
 	const persons = 40
 	for i := range persons {

@@ -122,10 +122,10 @@ type nopKeeper struct{}
 
 func (nopKeeper) KeepRefreshToken(context.Context, string, string, signin.IdPGrant) error { return nil }
 
-// harness is a broker hosting tenants A and B: identity store on a real
+// rig is a broker hosting tenants A and B: identity store on a real
 // JetStream, key store, sign-in through two test IdPs, and the
 // authorization servers, over real HTTP on 127.0.0.1.
-type harness struct {
+type rig struct {
 	// consent is how the person answers consent pages ("allow", "deny";
 	// "" leaves the page as the answer).
 	consent string
@@ -145,20 +145,20 @@ type harness struct {
 	deps oauthas.Deps
 }
 
-type harnessOpts struct {
+type rigOptions struct {
 	noRecheck bool
 	codeTTL   time.Duration
 }
 
-func newHarness(t *testing.T, opts ...harnessOpts) *harness {
+func newRig(t *testing.T, opts ...rigOptions) *rig {
 	t.Helper()
-	var o harnessOpts
+	var o rigOptions
 	if len(opts) > 0 {
 		o = opts[0]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h := &harness{t: t, recheck: &recheck{}, admin: map[string]string{}, consent: "allow"}
+	h := &rig{t: t, recheck: &recheck{}, admin: map[string]string{}, consent: "allow"}
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	// Identity stream and store.
@@ -267,7 +267,7 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 // store, code bucket, sign-in and keys) on a listener of its own, as a
 // second identity replica would, and returns its host:port. The browser's
 // session cookie is good there too (cookies do not depend on the port).
-func (h *harness) replica() string {
+func (h *rig) replica() string {
 	h.t.Helper()
 	mux := http.NewServeMux()
 	srv := httptest.NewUnstartedServer(mux)
@@ -299,7 +299,7 @@ type testClient struct {
 	kind   alpv1.ClientKind
 }
 
-func (h *harness) confidential(tenant, id string) testClient {
+func (h *rig) confidential(tenant, id string) testClient {
 	h.t.Helper()
 	secret := recordSecret("client secret", "alpcs_"+strings.Repeat("s", 8)+rand.Text())
 	_, err := h.store.RegisterClient(ctxT(h.t), identitystore.ClientSpec{
@@ -313,7 +313,7 @@ func (h *harness) confidential(tenant, id string) testClient {
 	return testClient{tenant: tenant, id: id, secret: secret, kind: alpv1.ClientKind_CLIENT_KIND_CONFIDENTIAL}
 }
 
-func (h *harness) publicClient(tenant, id string) testClient {
+func (h *rig) publicClient(tenant, id string) testClient {
 	h.t.Helper()
 	_, err := h.store.RegisterClient(ctxT(h.t), identitystore.ClientSpec{
 		Tenant: tenant, ClientID: id, Kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR,
@@ -325,10 +325,10 @@ func (h *harness) publicClient(tenant, id string) testClient {
 	return testClient{tenant: tenant, id: id, kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR}
 }
 
-func (h *harness) issuer(tenant string) string { return h.public + "/oauth/" + tenant }
+func (h *rig) issuer(tenant string) string { return h.public + "/oauth/" + tenant }
 
 // oauth2Config is a golang.org/x/oauth2 client of c at c's tenant.
-func (h *harness) oauth2Config(c testClient, tenant string) *oauth2.Config {
+func (h *rig) oauth2Config(c testClient, tenant string) *oauth2.Config {
 	style := oauth2.AuthStyleInParams
 	if c.secret != "" {
 		style = oauth2.AuthStyleInHeader
@@ -343,7 +343,7 @@ func (h *harness) oauth2Config(c testClient, tenant string) *oauth2.Config {
 
 // browser is a cookie-jar client that follows redirects through sign-in
 // and the IdP and stops at the client's redirect URIs.
-func (h *harness) browser() *http.Client {
+func (h *rig) browser() *http.Client {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		h.t.Fatal(err)
@@ -372,7 +372,7 @@ var testConsentKey = bytes.Repeat([]byte{7}, 32)
 
 var hiddenField = regexp.MustCompile(`name="(csrf|request)" value="([^"]*)"`)
 
-func (h *harness) get(c *http.Client, u string) answer {
+func (h *rig) get(c *http.Client, u string) answer {
 	h.t.Helper()
 	resp, err := c.Get(u)
 	if err != nil {
@@ -388,7 +388,7 @@ func (h *harness) get(c *http.Client, u string) answer {
 
 // decide answers the consent page (body, at pageURL) with decision, as
 // the person's browser does.
-func (h *harness) decide(c *http.Client, pageURL, body, decision string) answer {
+func (h *rig) decide(c *http.Client, pageURL, body, decision string) answer {
 	h.t.Helper()
 	form := url.Values{"decision": {decision}}
 	for _, m := range hiddenField.FindAllStringSubmatch(body, -1) {
@@ -408,7 +408,7 @@ func (h *harness) decide(c *http.Client, pageURL, body, decision string) answer 
 
 // authorize runs an authorization request in browser c and returns the
 // redirect to the client (its query).
-func (h *harness) authorize(c *http.Client, authURL string) url.Values {
+func (h *rig) authorize(c *http.Client, authURL string) url.Values {
 	h.t.Helper()
 	a := h.get(c, authURL)
 	if a.status != http.StatusFound || !strings.HasPrefix(a.location, "http://127.0.0.1:9/") {
@@ -433,7 +433,7 @@ type flow struct {
 	resource string
 }
 
-func (h *harness) startFlow(c testClient, tenant, hint string, browser *http.Client) *flow {
+func (h *rig) startFlow(c testClient, tenant, hint string, browser *http.Client) *flow {
 	h.t.Helper()
 	f := &flow{cfg: h.oauth2Config(c, tenant), verifier: oauth2.GenerateVerifier(), state: rand.Text(), resource: h.mcp}
 	recordSecret("code verifier", f.verifier)
@@ -453,7 +453,7 @@ func (h *harness) startFlow(c testClient, tenant, hint string, browser *http.Cli
 	return f
 }
 
-func (h *harness) exchange(f *flow, extra ...oauth2.AuthCodeOption) (*oauth2.Token, error) {
+func (h *rig) exchange(f *flow, extra ...oauth2.AuthCodeOption) (*oauth2.Token, error) {
 	opts := append([]oauth2.AuthCodeOption{oauth2.VerifierOption(f.verifier), oauth2.SetAuthURLParam("resource", f.resource)}, extra...)
 	tok, err := f.cfg.Exchange(ctxT(h.t), f.code, opts...)
 	if tok != nil {
@@ -464,7 +464,7 @@ func (h *harness) exchange(f *flow, extra ...oauth2.AuthCodeOption) (*oauth2.Tok
 }
 
 // login runs a whole flow and exchange, returning the tokens.
-func (h *harness) login(c testClient, hint string) (*flow, *oauth2.Token) {
+func (h *rig) login(c testClient, hint string) (*flow, *oauth2.Token) {
 	h.t.Helper()
 	f := h.startFlow(c, c.tenant, hint, h.browser())
 	tok, err := h.exchange(f)
@@ -490,7 +490,7 @@ type tokenResponse struct {
 
 // post sends form to tenant's endpoint path as client c (its secret in
 // Basic auth when it has one and basic is set).
-func (h *harness) post(tenant, path string, c testClient, basic bool, form url.Values) tokenResponse {
+func (h *rig) post(tenant, path string, c testClient, basic bool, form url.Values) tokenResponse {
 	h.t.Helper()
 	if !basic || c.secret == "" {
 		form.Set("client_id", c.id)
@@ -520,7 +520,7 @@ func (h *harness) post(tenant, path string, c testClient, basic bool, form url.V
 	return tr
 }
 
-func (h *harness) refresh(c testClient, refreshToken string, extra ...string) tokenResponse {
+func (h *rig) refresh(c testClient, refreshToken string, extra ...string) tokenResponse {
 	h.t.Helper()
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refreshToken}}
 	for i := 0; i+1 < len(extra); i += 2 {
@@ -551,17 +551,17 @@ func wantRetrieveError(t *testing.T, err error, status int, code string) {
 }
 
 // verifier verifies access tokens for resource, as ingress does.
-func (h *harness) verifier(resource string) *accesstoken.Verifier {
+func (h *rig) verifier(resource string) *accesstoken.Verifier {
 	return &accesstoken.Verifier{
 		Keys: accesstoken.FromKeyStore(h.keys), Resource: resource, Issuers: h.as.Issuers(), Revocations: h.store,
 	}
 }
 
-func (h *harness) verify(token string) (*accesstoken.Claims, error) {
+func (h *rig) verify(token string) (*accesstoken.Claims, error) {
 	return h.verifier(h.mcp).Verify(ctxT(h.t), token)
 }
 
-func (h *harness) grantOf(token string) identitystore.Grant {
+func (h *rig) grantOf(token string) identitystore.Grant {
 	h.t.Helper()
 	c, err := h.verify(token)
 	if err != nil {
