@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,7 @@ import (
 	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/seal"
@@ -128,7 +130,6 @@ type Broker struct {
 	mu        sync.Mutex
 	services  []service.Service
 	ingress   *ingress.Service
-	nlip      *nlipapi.API
 	identity  *identity.Service
 	grpc      *inProcessGRPC
 	peers     map[alpv1.Role]*grpc.ClientConn
@@ -136,6 +137,10 @@ type Broker struct {
 	runErr    error
 	runCalled bool
 	ops       *opsAuth
+	// spaces are the services' parts of the URL space; http is what
+	// Handler serves (mountHTTP).
+	spaces []httproute.Space
+	http   atomic.Pointer[httpSurface]
 }
 
 // New checks the configuration and dependencies. It does no I/O: streams
@@ -198,8 +203,14 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Broker{cfg: cfg, deps: deps, log: log, bus: b, started: make(chan struct{}),
-		ops: newOpsAuth(cfg.Operators, cfg.OpsLimits)}, nil
+	br := &Broker{cfg: cfg, deps: deps, log: log, bus: b, started: make(chan struct{}),
+		ops: newOpsAuth(cfg.Operators, cfg.OpsLimits), spaces: urlSpaces()}
+	// Until Run has started the services, their spaces answer 503; a URL
+	// plan with overlapping spaces fails here, before anything runs.
+	if err := br.mountHTTP(nil); err != nil {
+		return nil, err
+	}
+	return br, nil
 }
 
 func (b *Broker) publicURL() string {
@@ -245,14 +256,6 @@ func (b *Broker) Ingress() *ingress.Service {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.ingress
-}
-
-// nlipAPI is the local ingress's NLIP door, nil before Started or when
-// ingress runs elsewhere.
-func (b *Broker) nlipAPI() *nlipapi.API {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.nlip
 }
 
 // Identity is the local identity service, nil before Started or when it
@@ -328,11 +331,14 @@ func (b *Broker) start(ctx context.Context) error {
 		svcs = append(svcs, b.identity)
 	}
 	if b.Runs("ingress") {
-		b.ingress = ingress.New(deps, ingress.Options{Issuers: b.issuers(), Resource: b.publicURL(),
-			ResourceMetadataURL: b.publicURL() + identity.ResourceMetadataPath})
 		nc := b.cfg.NLIP
 		nc.PublicURL = b.publicURL()
-		b.nlip = nlipapi.New(b.ingress, nc, b.log.With("component", "nlip"))
+		nlipLog := b.log.With("component", "nlip")
+		b.ingress = ingress.New(deps, ingress.Options{Issuers: b.issuers(), Resource: b.publicURL(),
+			ResourceMetadataURL: b.publicURL() + identity.ResourceMetadataPath,
+			Bindings: []ingress.Binding{func(s *ingress.Service) []httproute.Route {
+				return nlipapi.New(s, nc, nlipLog).Routes()
+			}}})
 		svcs = append(svcs, b.ingress)
 	}
 	if b.Runs("policy") {
@@ -345,6 +351,7 @@ func (b *Broker) start(ctx context.Context) error {
 		// The ledger's metrics carry the broker label like the bus's.
 		lo := b.cfg.Ledger
 		lo.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"broker": b.cfg.Name}, b.deps.Registerer)
+		lo.API = b.ledgerAPIOptions()
 		svcs = append(svcs, ledger.New(deps, lo))
 	}
 	if b.Runs("approvals") {
@@ -353,7 +360,6 @@ func (b *Broker) start(ctx context.Context) error {
 	b.mu.Lock()
 	b.services = svcs
 	b.mu.Unlock()
-	b.serveLedgerAPI(ctx, svcs)
 
 	for _, s := range svcs {
 		if err := s.Start(ctx); err != nil {
@@ -379,7 +385,10 @@ func (b *Broker) start(ctx context.Context) error {
 		g.registerHealth(r)
 	}
 	go g.watchHealth(ctx, svcs)
-	return b.dialPeers()
+	if err := b.dialPeers(); err != nil {
+		return err
+	}
+	return b.mountHTTP(svcs)
 }
 
 func (b *Broker) dialPeers() error {

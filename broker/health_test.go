@@ -13,6 +13,7 @@ import (
 
 	"github.com/alpd-project/alpd/broker"
 	"github.com/alpd-project/alpd/internal/brokertest"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/testkit"
 )
 
@@ -62,7 +63,7 @@ func TestHealthzFailsWhileNATSClosed(t *testing.T) {
 	}, "the server closes the connection")
 
 	resp, body := get(t, r.Srv.URL+"/healthz", "")
-	var e broker.ErrorBody
+	var e httpjson.Problem
 	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Error.Code != "nats_closed" {
 		t.Fatalf("/healthz with the NATS connection closed: %d %s; want 503 nats_closed", resp.StatusCode, body)
 	}
@@ -98,7 +99,7 @@ func TestVerboseReadyzIsForOperators(t *testing.T) {
 
 	for _, auth := range []string{"", "Bearer alpop_not-configured", "Bearer " + strings.TrimPrefix(token, broker.OperatorTokenPrefix), "Basic " + token} {
 		resp, body := get(t, r.Srv.URL+"/readyz?verbose=1", auth)
-		var e broker.ErrorBody
+		var e httpjson.Problem
 		if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &e) != nil || e.Error.Code != "unauthorized" ||
 			!strings.Contains(e.Error.Message, "operator") || resp.Header.Get("WWW-Authenticate") == "" {
 			t.Errorf("verbose /readyz with Authorization %q: %d %s; want 401 unauthorized naming the operator token", auth, resp.StatusCode, body)

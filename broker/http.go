@@ -2,8 +2,9 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -11,8 +12,16 @@ import (
 
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/httproute"
+	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/services/approvals"
+	"github.com/alpd-project/alpd/services/federation"
+	"github.com/alpd-project/alpd/services/identity"
+	"github.com/alpd-project/alpd/services/ingress"
+	"github.com/alpd-project/alpd/services/ledger"
+	"github.com/alpd-project/alpd/services/policy"
 )
 
 // Handler serves the broker's HTTP endpoints: /healthz (the process is
@@ -20,28 +29,38 @@ import (
 // local service's streams and consumers are up; ?verbose=1, for operators
 // only, adds per-service detail and the streams), /metrics when a Gatherer
 // was injected, POST /v1/ops/trace (operator token, rate limited), and the
-// public paths of the services running here. Each service mounts its own
-// routes with their body limits (httproute); this handler only picks the
-// service by path prefix.
+// public routes of the services running here (service.HTTPRoutes), all on
+// one mux with their callers and body limits (httproute). The rest of every
+// service's URL space answers 503 <service>_unavailable: the service runs
+// in another process, or has not started.
 func (b *Broker) Handler() http.Handler {
-	mux := httproute.Handler(b.ownRoutes())
-	// Each service's public paths go to the service where it runs here; in
-	// split mode route them to that service's processes.
-	for _, svc := range b.servicePaths() {
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next := svc.handler()
-			if next == nil {
-				writeError(w, http.StatusServiceUnavailable, svc.service+"_unavailable",
-					"the "+svc.service+" service does not run in this process or has not started")
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-		for _, p := range svc.paths {
-			mux.Handle(p, h)
-		}
-	}
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.http.Load().mux.ServeHTTP(w, r)
+	})
+}
+
+// Routes are every HTTP route this process serves: the broker's own and,
+// once started, those of the services running here, each with who may
+// call it and its body limit.
+func (b *Broker) Routes() []httproute.Route { return slices.Clone(b.http.Load().routes) }
+
+// httpSurface is what Handler serves: the mux and the routes on it.
+type httpSurface struct {
+	mux    *http.ServeMux
+	routes []httproute.Route
+}
+
+// urlSpaces are the services' parts of the public URL space, each declared
+// by the service's own package: the URL plan of docs/architecture.md.
+func urlSpaces() []httproute.Space {
+	return []httproute.Space{identity.URLSpace(), ingress.URLSpace(), policy.URLSpace(),
+		federation.URLSpace(), ledger.URLSpace(), approvals.URLSpace()}
+}
+
+// ownSpace is the broker's own part of the URL space: probes, metrics and
+// the operators' endpoints.
+func ownSpace() httproute.Space {
+	return httproute.Space{Owner: "broker", Paths: []string{"/healthz", "/readyz", "/metrics", "/v1/ops/"}}
 }
 
 // ownRoutes are the broker's own endpoints.
@@ -59,59 +78,49 @@ func (b *Broker) ownRoutes() []httproute.Route {
 	return routes
 }
 
-// servicePath is a service's public path prefixes and its handler here
-// (nil when it does not run in this process or has not started).
-type servicePath struct {
-	service string
-	paths   []string
-	handler func() http.Handler
-	routes  func() []httproute.Route
+// mountHTTP puts on one mux the broker's own routes, the routes of the
+// started services svcs, and a 503 <service>_unavailable in the space of
+// every other service. It refuses spaces that overlap and a route outside
+// its service's space or in conflict with another (httproute.MountSurfaces),
+// so that no two services ever answer the same path; on success Handler
+// serves the new mux.
+func (b *Broker) mountHTTP(svcs []service.Service) error {
+	local := map[string][]httproute.Route{}
+	for _, s := range svcs {
+		local[envelope.ServiceName(s.Role())] = s.HTTPRoutes()
+	}
+	own := b.ownRoutes()
+	surfaces := []httproute.Surface{{Space: ownSpace(), Routes: own}}
+	routes := own
+	for _, sp := range b.spaces {
+		rts, ok := local[sp.Owner]
+		delete(local, sp.Owner)
+		if !ok {
+			surfaces = append(surfaces, httproute.Surface{Space: sp, Absent: unavailable(sp.Owner)})
+			continue
+		}
+		surfaces = append(surfaces, httproute.Surface{Space: sp, Routes: rts})
+		routes = append(routes, rts...)
+	}
+	for name, rts := range local {
+		if len(rts) > 0 {
+			return fmt.Errorf("broker: service %s has HTTP routes but no URL space", name)
+		}
+	}
+	mux := http.NewServeMux()
+	if err := httproute.MountSurfaces(mux, surfaces); err != nil {
+		return fmt.Errorf("broker: HTTP routes: %w", err)
+	}
+	b.http.Store(&httpSurface{mux: mux, routes: routes})
+	return nil
 }
 
-func (b *Broker) servicePaths() []servicePath {
-	return []servicePath{
-		// People's sign-in, the agents' authorization server, PATs.
-		{"identity", []string{"/signin", "/signin/", "/signout", "/oauth/", "/v1/admin/", "/v1/pats", "/v1/pats/", "/.well-known/"},
-			func() http.Handler {
-				if id := b.Identity(); id != nil {
-					return id.Handler()
-				}
-				return nil
-			},
-			func() []httproute.Route {
-				if id := b.Identity(); id != nil {
-					return id.Routes()
-				}
-				return nil
-			}},
-		// Agents' NLIP door.
-		{"ingress", []string{"/nlip", "/nlip/"},
-			func() http.Handler {
-				if api := b.nlipAPI(); api != nil {
-					return api
-				}
-				return nil
-			},
-			func() []httproute.Route {
-				if api := b.nlipAPI(); api != nil {
-					return api.Routes()
-				}
-				return nil
-			}},
-		// A person's ledger: read and prove.
-		{"ledger", []string{"/v1/ledger", "/v1/ledger/"}, b.ledgerAPI, b.ledgerRoutes},
-	}
-}
-
-// Routes are every HTTP route this process serves once started: the
-// broker's own and those of the services running here, each with who may
-// call it and its body limit.
-func (b *Broker) Routes() []httproute.Route {
-	routes := b.ownRoutes()
-	for _, svc := range b.servicePaths() {
-		routes = append(routes, svc.routes()...)
-	}
-	return routes
+// unavailable answers in the space of a service that does not serve here.
+func unavailable(name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		httpjson.WriteError(w, httpjson.Errorf(http.StatusServiceUnavailable, name+"_unavailable",
+			"the %s service does not run in this process or has not started", name))
+	})
 }
 
 // healthz answers whether the process can still work. A NATS connection
@@ -125,10 +134,10 @@ func (b *Broker) healthz(w http.ResponseWriter, _ *http.Request) {
 		if err := nc.LastError(); err != nil {
 			msg += " (last error: " + err.Error() + ")"
 		}
-		writeError(w, http.StatusServiceUnavailable, "nats_closed", msg)
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusServiceUnavailable, Code: "nats_closed", Message: msg})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	httpjson.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // ServiceStatus is one service's line in /readyz.
@@ -190,7 +199,7 @@ func (b *Broker) readyz(w http.ResponseWriter, r *http.Request) {
 	if !res.Ready {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, res)
+	httpjson.Write(w, status, res)
 }
 
 // ServiceStatuses reports every local service, pinging each through gRPC.
@@ -237,11 +246,4 @@ func (b *Broker) StreamStatuses() []StreamStatus {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

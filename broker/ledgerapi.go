@@ -5,62 +5,27 @@ import (
 	"net/http"
 
 	"github.com/alpd-project/alpd/internal/agentauth"
-	"github.com/alpd-project/alpd/internal/httproute"
-	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/services/identity"
 	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ledger"
 )
 
-// serveLedgerAPI starts the local ledger's person-facing read API (if the
-// ledger runs here) with the same token checks as ingress (ingress's own
-// when it runs here too), and with identity's web sessions when identity
-// runs in this process. In split mode the ledger's processes follow
-// identity themselves and accept bearer tokens only.
-func (b *Broker) serveLedgerAPI(ctx context.Context, svcs []service.Service) {
-	for _, s := range svcs {
-		l, ok := s.(*ledger.Service)
-		if !ok {
-			continue
-		}
-		o := ledger.APIOptions{Issuers: b.issuers(), Resource: b.publicURL(),
-			ResourceMetadataURL: b.publicURL() + identity.ResourceMetadataPath, Limits: b.cfg.LedgerAPI}
-		if b.Runs("identity") {
-			o.Sessions = identitySessions{b}
-		}
-		if b.ingress != nil {
-			o.Auth = ingressAuth{b.ingress}
-		}
-		l.ServeAPI(ctx, o)
+// ledgerAPIOptions configure the ledger's person-facing read API with the
+// same token checks as ingress (ingress's own when it runs here too), and
+// with identity's web sessions when identity runs in this process. In split
+// mode the ledger's processes follow identity themselves and accept bearer
+// tokens only.
+func (b *Broker) ledgerAPIOptions() *ledger.APIOptions {
+	o := &ledger.APIOptions{Issuers: b.issuers(), Resource: b.publicURL(),
+		ResourceMetadataURL: b.publicURL() + identity.ResourceMetadataPath, Limits: b.cfg.LedgerAPI}
+	if b.Runs("identity") {
+		o.Sessions = identitySessions{b}
 	}
-}
-
-// ledgerAPI is the local ledger's read API, nil before Started or when the
-// ledger runs elsewhere.
-func (b *Broker) ledgerAPI() http.Handler {
-	b.mu.Lock()
-	svcs := b.services
-	b.mu.Unlock()
-	for _, s := range svcs {
-		if l, ok := s.(*ledger.Service); ok {
-			return l.APIHandler()
-		}
+	if b.ingress != nil {
+		o.Auth = ingressAuth{b.ingress}
 	}
-	return nil
-}
-
-// ledgerRoutes are the local ledger's read API routes (nil like ledgerAPI).
-func (b *Broker) ledgerRoutes() []httproute.Route {
-	b.mu.Lock()
-	svcs := b.services
-	b.mu.Unlock()
-	for _, s := range svcs {
-		if l, ok := s.(*ledger.Service); ok {
-			return l.APIRoutes()
-		}
-	}
-	return nil
+	return o
 }
 
 // ingressAuth checks tokens with ingress's authenticator, which changes

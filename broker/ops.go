@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/httpjson"
 )
 
 // Operator is a person allowed to run operator diagnostics (trace). Only
@@ -117,8 +117,8 @@ func (a *opsAuth) admit(w http.ResponseWriter, r *http.Request, refusal string) 
 		return name, true
 	}
 	if allow(w, a.failures) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="alpd-operator"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", refusal)
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: refusal,
+			Challenge: `Bearer realm="alpd-operator"`})
 	}
 	return "", false
 }
@@ -153,24 +153,9 @@ func allow(w http.ResponseWriter, lim *rate.Limiter) bool {
 	if !res.OK() || secs < 1 {
 		secs = 1
 	}
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests; retry later")
+	httpjson.WriteError(w, &httpjson.Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+		Message: "too many requests; retry later", RetryAfter: secs})
 	return false
-}
-
-// ErrorBody is the JSON of every error answer: a machine-readable code and
-// a message for people.
-type ErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var b ErrorBody
-	b.Error.Code, b.Error.Message = code, msg
-	writeJSON(w, status, b)
 }
 
 // TraceResult is the answer of POST /v1/ops/trace.
@@ -186,19 +171,19 @@ func (b *Broker) traceHandler(w http.ResponseWriter, r *http.Request, operator s
 		via = ViaAuto
 	}
 	if via != ViaAuto && via != ViaGRPC && via != ViaBus {
-		writeError(w, http.StatusBadRequest, "bad_via", "via must be auto, grpc or bus")
+		httpjson.WriteError(w, httpjson.Errorf(http.StatusBadRequest, "bad_via", "via must be auto, grpc or bus"))
 		return
 	}
 	select {
 	case <-b.started:
 	default:
-		writeError(w, http.StatusServiceUnavailable, "starting", "the broker is still starting")
+		httpjson.WriteError(w, httpjson.Errorf(http.StatusServiceUnavailable, "starting", "the broker is still starting"))
 		return
 	}
 	start := time.Now()
 	hops, err := b.Trace(r.Context(), via)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "trace_failed", err.Error())
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusInternalServerError, Code: "trace_failed", Message: err.Error()})
 		return
 	}
 	res := TraceResult{Trace: hops, Ready: true}
@@ -206,5 +191,5 @@ func (b *Broker) traceHandler(w http.ResponseWriter, r *http.Request, operator s
 		res.Ready = res.Ready && h.Ready
 	}
 	b.log.Info("operator trace", "operator", operator, "via", via, "ready", res.Ready, "took", time.Since(start).String())
-	writeJSON(w, http.StatusOK, res)
+	httpjson.Write(w, http.StatusOK, res)
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/alpd-project/alpd/broker"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/testkit"
@@ -115,7 +116,7 @@ func TestTraceEndpointAuthAndRateLimit(t *testing.T) {
 	}
 	for _, auth := range []string{"", "Bearer wrong", "Bearer alpop_wrong", "Basic " + token} {
 		resp, body := call(auth, "")
-		var e broker.ErrorBody
+		var e httpjson.Problem
 		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" ||
 			json.Unmarshal(body, &e) != nil || e.Error.Code != "unauthorized" {
 			t.Errorf("auth %q: %d %s", auth, resp.StatusCode, body)

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/alpd-project/alpd/broker"
+	"github.com/alpd-project/alpd/internal/httpjson"
 )
 
 func main() {
@@ -117,11 +118,7 @@ func status(ctx context.Context, base *url.URL, args []string, stdout, stderr io
 		return 1
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusTooManyRequests {
-		var e broker.ErrorBody
-		msg := string(body)
-		if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
-			msg = e.Error.Code + ": " + e.Error.Message
-		}
+		msg := problemText(body)
 		fmt.Fprintf(stderr, "alpctl: status refused (%s): %s\n", resp.Status, msg)
 		return 3
 	}
@@ -164,6 +161,16 @@ func call(ctx context.Context, method string, u *url.URL, token string) (*http.R
 		return nil, nil, fmt.Errorf("reading the answer: %w", err)
 	}
 	return resp, body, nil
+}
+
+// problemText is an error answer's code and detail (httpjson.Problem), or
+// the body as it came when it is not a problem.
+func problemText(body []byte) string {
+	var p httpjson.Problem
+	if json.Unmarshal(body, &p) == nil && p.Code != "" {
+		return p.Code + ": " + p.Detail
+	}
+	return string(body)
 }
 
 func printStatus(w io.Writer, r broker.Readiness) {

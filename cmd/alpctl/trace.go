@@ -37,11 +37,7 @@ func traceCmd(ctx context.Context, base *url.URL, args []string, stdout, stderr 
 		return 1
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e broker.ErrorBody
-		msg := string(body)
-		if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
-			msg = e.Error.Code + ": " + e.Error.Message
-		}
+		msg := problemText(body)
 		fmt.Fprintf(stderr, "alpctl: trace refused (%s): %s\n", resp.Status, msg)
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			fmt.Fprintf(stderr, "alpctl: retry after %ss\n", ra)

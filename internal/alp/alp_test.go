@@ -217,6 +217,17 @@ func TestScopes(t *testing.T) {
 	}
 }
 
+func TestIsScopeToken(t *testing.T) {
+	for s, want := range map[string]bool{
+		"alp.send": true, "groups": true, "a!#[]~": true, "https://x.example/s": true,
+		"": false, "a b": false, "a\"b": false, "a\\b": false, "\x7f": false, "é": false, "a\tb": false,
+	} {
+		if got := IsScopeToken(s); got != want {
+			t.Errorf("IsScopeToken(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
 func TestErrorQuotesAndTruncates(t *testing.T) {
 	msg := ValidateTenant("\x1b[31m" + strings.Repeat("A", 500)).Error()
 	if strings.ContainsRune(msg, 0x1b) || len(msg) > 200 {

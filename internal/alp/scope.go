@@ -11,3 +11,18 @@ const (
 // Scopes are every scope an access token or personal access token may
 // carry, sorted.
 func Scopes() []string { return []string{ScopeRead, ScopeSend} }
+
+// IsScopeToken reports whether s is one RFC 6749 §3.3 scope-token: one or
+// more printable ASCII characters other than space, '"' and '\'. Callers
+// add their own length bound (what fits their protocol).
+func IsScopeToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}

@@ -268,7 +268,7 @@ func (c *Config) validate() []fieldError {
 		for j, sc := range idp.Scopes {
 			spath := fmt.Sprintf("%s.scopes[%d]", path, j)
 			switch {
-			case sc == "" || len(sc) > maxIdPScopeLen || strings.ContainsFunc(sc, func(r rune) bool { return r < 0x21 || r > 0x7e || r == '"' || r == '\\' }):
+			case len(sc) > maxIdPScopeLen || !alp.IsScopeToken(sc):
 				bad(spath, "%q is not a scope token (1 to %d printable ASCII characters without space, '\"' or '\\')", sc, maxIdPScopeLen)
 			case slices.Contains(alwaysRequestedScopes, sc):
 				bad(spath, "%q is always requested; list only extra scopes", sc)

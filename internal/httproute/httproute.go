@@ -30,16 +30,27 @@
 // dropped while one that reads keeps its stream. A WebSocket's Hijack clears
 // the connection's deadlines (net/http does); the WebSocket handler bounds
 // itself (idle timeout, read limits).
+//
+// # One surface
+//
+// Every owner of public paths (the broker, each service) declares a
+// [Space]: the exact paths and subtrees it holds, whether or not it runs in
+// the process. [MountSurfaces] puts several owners' routes on one mux and
+// refuses spaces that overlap, a route outside its owner's space and routes
+// in conflict, so that no two owners ever answer the same path; an owner
+// that does not serve in the process answers its whole space with its
+// Absent handler.
 package httproute
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/alpd-project/alpd/internal/httpjson"
 )
 
 // Caller says who may call a route.
@@ -99,7 +110,7 @@ type Route struct {
 	Streaming bool
 	// TooLarge, if set, answers a refused body in the route's own protocol
 	// (an NLIP message, an OAuth error). It must not read the body. By
-	// default the answer is {"error":{"code":"body_too_large","message"}}.
+	// default the answer is a problem (httpjson) with code body_too_large.
 	TooLarge func(w http.ResponseWriter, r *http.Request, limit int64)
 }
 
@@ -138,8 +149,18 @@ func (rt Route) Check() error {
 // Mount registers routes on mux, each behind its limits. It refuses (and
 // registers nothing of) a list with an invalid route, a key given twice or
 // patterns http.ServeMux finds in conflict.
-func Mount(mux *http.ServeMux, routes []Route) error {
+func Mount(mux *http.ServeMux, routes []Route) error { return mount(mux, routes, nil) }
+
+// entry is one pattern to register and its handler.
+type entry struct {
+	key string
+	h   http.Handler
+}
+
+// mount registers routes behind their limits and raw entries as they are.
+func mount(mux *http.ServeMux, routes []Route, raw []entry) error {
 	seen := map[string]bool{}
+	entries := make([]entry, 0, len(routes)+len(raw))
 	for _, rt := range routes {
 		if err := rt.Check(); err != nil {
 			return err
@@ -148,25 +169,27 @@ func Mount(mux *http.ServeMux, routes []Route) error {
 			return fmt.Errorf("httproute: route %q is declared twice", rt.Key())
 		}
 		seen[rt.Key()] = true
+		entries = append(entries, entry{rt.Key(), Wrap(rt)})
 	}
+	entries = append(entries, raw...)
 	// ServeMux panics on conflicting patterns; try them on a scratch mux
 	// first so that mux is left untouched.
-	if err := register(http.NewServeMux(), routes); err != nil {
+	if err := register(http.NewServeMux(), entries); err != nil {
 		return err
 	}
-	return register(mux, routes)
+	return register(mux, entries)
 }
 
-func register(mux *http.ServeMux, routes []Route) (err error) {
-	var cur Route
+func register(mux *http.ServeMux, entries []entry) (err error) {
+	var cur string
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("httproute: route %q: %v", cur.Key(), p)
+			err = fmt.Errorf("httproute: route %q: %v", cur, p)
 		}
 	}()
-	for _, rt := range routes {
-		cur = rt
-		mux.Handle(rt.Key(), Wrap(rt))
+	for _, e := range entries {
+		cur = e.key
+		mux.Handle(e.key, e.h)
 	}
 	return nil
 }
@@ -226,23 +249,12 @@ func emptyBody(r *http.Request) bool {
 	return n == 0 && errors.Is(err, io.EOF)
 }
 
-// WriteTooLarge is the default answer to a refused body.
+// WriteTooLarge is the default answer to a refused body: a problem with
+// code body_too_large.
 func WriteTooLarge(w http.ResponseWriter, _ *http.Request, limit int64) {
 	msg := "the request body exceeds " + strconv.FormatInt(limit, 10) + " bytes"
 	if limit == 0 {
 		msg = "this request takes no body"
 	}
-	var body struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	body.Error.Code, body.Error.Message = CodeBodyTooLarge, msg
-	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusRequestEntityTooLarge)
-	_ = json.NewEncoder(w).Encode(body)
+	httpjson.WriteError(w, &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge, Message: msg})
 }

@@ -1,6 +1,6 @@
 // Package service holds what every alpd service has in common: its
 // dependencies, ownership of its streams, supervised consumers, readiness,
-// and the Ping that passes an envelope through it.
+// its public HTTP routes, and the Ping that passes an envelope through it.
 package service
 
 import (
@@ -22,6 +22,7 @@ import (
 	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -43,6 +44,11 @@ type Service interface {
 	Stopped() <-chan struct{}
 	// Pass adds the service's diagnostic trace entry to env (ping, probe).
 	Pass(env *alpv1.Envelope, action string) (*alpv1.Envelope, bool)
+	// HTTPRoutes are the service's public HTTP routes once it has started,
+	// each within the URL space its package declares (URLSpace); the
+	// broker mounts every local service's routes on one mux. Nil for a
+	// service without public HTTP.
+	HTTPRoutes() []httproute.Route
 }
 
 // Deps are what the broker hands every service.
@@ -118,6 +124,9 @@ func (b *Base) Consume(ctx context.Context, spec bus.ConsumerSpec, h bus.Handler
 	b.mu.Unlock()
 	return nil
 }
+
+// HTTPRoutes is nil: a service with public HTTP overrides it.
+func (b *Base) HTTPRoutes() []httproute.Route { return nil }
 
 // MarkStarted is called at the end of a successful Start.
 func (b *Base) MarkStarted() {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
+
+	"github.com/alpd-project/alpd/internal/httpjson"
 )
 
 // resolveAddress finds the person's address, in this order:
@@ -26,7 +28,7 @@ func (tc *tenantConfig) resolveAddress(claims *oidc.IDTokenClaims) (string, erro
 	if a, ok := tc.directory["sub:"+claims.Subject]; ok {
 		return a, nil
 	}
-	var refusals []*Error
+	var refusals []*httpjson.Error
 	refuse := func(code, format string, a ...any) {
 		refusals = append(refusals, newError(http.StatusForbidden, code, fmt.Sprintf(format, a...)))
 	}

@@ -348,7 +348,7 @@ func scopeProblems(scopes []string) []string {
 			out = append(out, "an empty scope")
 		case len(sc) > MaxScopeLen:
 			out = append(out, fmt.Sprintf("scope %.20q… is longer than %d bytes", sc, MaxScopeLen))
-		case strings.ContainsFunc(sc, func(r rune) bool { return r < 0x21 || r > 0x7e || r == '"' || r == '\\' }):
+		case !alp.IsScopeToken(sc):
 			out = append(out, fmt.Sprintf("%q is not a scope token (printable ASCII without space, '\"' or '\\')", sc))
 		case slices.Contains(Scopes, sc):
 			out = append(out, fmt.Sprintf("%q is always requested; list only extra scopes", sc))

@@ -1,14 +1,13 @@
 package signin
 
 import (
-	"encoding/json"
-	"errors"
 	"net/http"
-	"strconv"
+
+	"github.com/alpd-project/alpd/internal/httpjson"
 )
 
 // Error codes. They are stable, machine-readable values of the "code"
-// member of every error answer ({"error":{"code":…,"message":…}}).
+// member of every error answer (httpjson.Problem).
 const (
 	// Request problems.
 	CodeMethodNotAllowed = "method_not_allowed"
@@ -54,60 +53,16 @@ const (
 	CodeCSRFToken           = "csrf_token_invalid"
 )
 
-// Error is an error with an HTTP status and a machine-readable code. Every
-// error answer of this package is one, written as
-// {"error":{"code":…,"message":…}}. Messages never contain tokens, codes or
-// cookie values.
+// Every error answer of this package is an *httpjson.Error with one of
+// the codes above, answered by httpjson.WriteError as problem details.
+// Messages never contain tokens, codes or cookie values.
 //
-// A Binder or RefreshKeeper may return an *Error (directly or wrapped) to
-// choose the answer; any other error becomes a 500.
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-	// RetryAfter, when positive, is sent as a Retry-After header (seconds).
-	RetryAfter int
-}
-
-func (e *Error) Error() string { return "signin: " + e.Code + ": " + e.Message }
-
-func newError(status int, code, msg string) *Error {
-	return &Error{Status: status, Code: code, Message: msg}
+// A Binder or RefreshKeeper may return an *httpjson.Error (directly or
+// wrapped) to choose the answer; any other error becomes a 500.
+func newError(status int, code, msg string) *httpjson.Error {
+	return &httpjson.Error{Status: status, Code: code, Message: msg}
 }
 
 // ErrNoSession is returned by Session when the request carries no session
 // cookie.
 var ErrNoSession = newError(http.StatusUnauthorized, CodeSigninRequired, "sign in first")
-
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// WriteError answers err as JSON. An *Error (also wrapped) gives the status,
-// code and message; anything else is a 500 internal_error whose message
-// does not reveal err.
-func WriteError(w http.ResponseWriter, err error) {
-	var e *Error
-	if !errors.As(err, &e) {
-		e = newError(http.StatusInternalServerError, CodeInternal, "internal error")
-	}
-	var b errorBody
-	b.Error.Code = e.Code
-	b.Error.Message = e.Message
-	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
-	status := e.Status
-	if status < 400 || status > 599 {
-		status = http.StatusInternalServerError
-	}
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(b)
-}

@@ -18,6 +18,8 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/client/rp"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/alpd-project/alpd/internal/httpjson"
 )
 
 // flowState is what the sign-in cookie carries between /signin and the
@@ -49,7 +51,7 @@ func (s *Service) serveSignIn(w http.ResponseWriter, r *http.Request) {
 	setNoStore(w)
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
-		WriteError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use GET"))
+		httpjson.WriteError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use GET"))
 		return
 	}
 	q := r.URL.Query()
@@ -60,18 +62,18 @@ func (s *Service) serveSignIn(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = s.singleTenant()
 		if name == "" {
-			WriteError(w, newError(http.StatusBadRequest, CodeTenantRequired, "say which organization to sign in with: ?tenant=<domain>"))
+			httpjson.WriteError(w, newError(http.StatusBadRequest, CodeTenantRequired, "say which organization to sign in with: ?tenant=<domain>"))
 			return
 		}
 	}
 	t, ok := s.tenants[name]
 	if !ok {
-		WriteError(w, newError(http.StatusNotFound, CodeUnknownTenant, fmt.Sprintf("tenant %q is not served here", name)))
+		httpjson.WriteError(w, newError(http.StatusNotFound, CodeUnknownTenant, fmt.Sprintf("tenant %q is not served here", name)))
 		return
 	}
 	ret, err := SafeReturnPath(q.Get("return"))
 	if err != nil {
-		WriteError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
 	fresh := false
@@ -80,12 +82,12 @@ func (s *Service) serveSignIn(w http.ResponseWriter, r *http.Request) {
 	case "1", "true":
 		fresh = true
 	default:
-		WriteError(w, newError(http.StatusBadRequest, CodeInvalidRequest, "fresh must be 1 or 0"))
+		httpjson.WriteError(w, newError(http.StatusBadRequest, CodeInvalidRequest, "fresh must be 1 or 0"))
 		return
 	}
 	hint := q.Get("login_hint")
 	if len(hint) > maxLoginHintLen || strings.ContainsFunc(hint, unicode.IsControl) {
-		WriteError(w, newError(http.StatusBadRequest, CodeInvalidRequest, "login_hint is too long or has control characters"))
+		httpjson.WriteError(w, newError(http.StatusBadRequest, CodeInvalidRequest, "login_hint is too long or has control characters"))
 		return
 	}
 
@@ -102,7 +104,7 @@ func (s *Service) serveSignIn(w http.ResponseWriter, r *http.Request) {
 	enc, err := s.flowCodec.Encode(cookieName, f)
 	if err != nil {
 		s.log.Error("signin: encode sign-in cookie", "tenant", t.Tenant, "err", err)
-		WriteError(w, newError(http.StatusInternalServerError, CodeInternal, "could not start the sign-in"))
+		httpjson.WriteError(w, newError(http.StatusInternalServerError, CodeInternal, "could not start the sign-in"))
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -135,30 +137,30 @@ func (s *Service) serveCallback(w http.ResponseWriter, r *http.Request) {
 	setNoStore(w)
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
-		WriteError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use GET"))
+		httpjson.WriteError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use GET"))
 		return
 	}
 	name := r.PathValue("tenant")
 	t, ok := s.tenants[name]
 	if !ok {
-		WriteError(w, newError(http.StatusNotFound, CodeUnknownTenant, fmt.Sprintf("tenant %q is not served here", name)))
+		httpjson.WriteError(w, newError(http.StatusNotFound, CodeUnknownTenant, fmt.Sprintf("tenant %q is not served here", name)))
 		return
 	}
 	f, err := s.takeFlow(w, r, t)
 	if err != nil {
 		s.log.Info("signin: callback refused", "tenant", t.Tenant, "code", errCode(err))
-		WriteError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
 	sess, err := s.complete(r.Context(), r, t, f)
 	if err != nil {
 		s.log.Warn("signin: sign-in failed", "tenant", t.Tenant, "fresh", f.Fresh, "code", errCode(err), "err", err)
-		WriteError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
 	if err := s.setSession(w, sess); err != nil {
 		s.log.Error("signin: session cookie", "tenant", t.Tenant, "person_id", sess.PersonID, "err", err)
-		WriteError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
 	s.log.Info("signin: signed in", "tenant", t.Tenant, "person_id", sess.PersonID, "fresh", f.Fresh)
@@ -280,25 +282,25 @@ func (s *Service) complete(ctx context.Context, r *http.Request, t *tenant, f *f
 		Expires:  now.Add(s.cfg.SessionTTL).UTC(),
 	}
 	if err := s.cfg.Sessions.CreateSession(ctx, sess); err != nil {
-		return nil, &wrappedError{e: &Error{Status: http.StatusServiceUnavailable, Code: CodeSessionsUnavailable,
+		return nil, &wrappedError{e: &httpjson.Error{Status: http.StatusServiceUnavailable, Code: CodeSessionsUnavailable,
 			Message: "the session could not be recorded; try signing in again shortly", RetryAfter: 5}, cause: err}
 	}
 	return sess, nil
 }
 
-// wrapDependency keeps an *Error from a Binder or RefreshKeeper and turns
+// wrapDependency keeps an *httpjson.Error from a Binder or RefreshKeeper and turns
 // anything else into a 500 (the cause is logged, not sent).
 func wrapDependency(err error, code, msg string) error {
-	var e *Error
+	var e *httpjson.Error
 	if errors.As(err, &e) {
 		return e
 	}
 	return &wrappedError{e: newError(http.StatusInternalServerError, code, msg), cause: err}
 }
 
-// wrappedError answers as its *Error but logs with its cause.
+// wrappedError answers as its *httpjson.Error but logs with its cause.
 type wrappedError struct {
-	e     *Error
+	e     *httpjson.Error
 	cause error
 }
 
@@ -306,7 +308,7 @@ func (w *wrappedError) Error() string   { return w.e.Error() + ": " + w.cause.Er
 func (w *wrappedError) Unwrap() []error { return []error{w.e, w.cause} }
 
 func errCode(err error) string {
-	var e *Error
+	var e *httpjson.Error
 	if errors.As(err, &e) {
 		return e.Code
 	}
@@ -327,7 +329,7 @@ func idpRedirectError(code, desc string) error {
 	case "login_required", "interaction_required", "consent_required", "account_selection_required":
 		return newError(http.StatusUnauthorized, CodeIdPLoginRequired, msg)
 	case "server_error", "temporarily_unavailable":
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeIdPUnavailable, Message: msg, RetryAfter: 5}
+		return &httpjson.Error{Status: http.StatusServiceUnavailable, Code: CodeIdPUnavailable, Message: msg, RetryAfter: 5}
 	default:
 		return newError(http.StatusBadRequest, CodeIdPError, msg)
 	}
@@ -343,7 +345,7 @@ func exchangeError(err error) error {
 		}
 		oauthCode := sanitize(re.ErrorCode, 64)
 		if status >= 500 || oauthCode == "temporarily_unavailable" || oauthCode == "server_error" {
-			e := &Error{Status: http.StatusServiceUnavailable, Code: CodeIdPUnavailable,
+			e := &httpjson.Error{Status: http.StatusServiceUnavailable, Code: CodeIdPUnavailable,
 				Message: fmt.Sprintf("the identity provider is unavailable (token endpoint answered %d %s); try again shortly", status, oauthCode), RetryAfter: 5}
 			if re.Response != nil {
 				if ra, err := strconv.Atoi(re.Response.Header.Get("Retry-After")); err == nil && ra > 0 && ra <= 3600 {

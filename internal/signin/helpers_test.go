@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/testidp"
@@ -82,7 +83,7 @@ func (b *fakeBinder) BindPerson(_ context.Context, tenant, issuer, subject, addr
 	b.calls = append(b.calls, bindCall{tenant, issuer, subject, address, slices.Clone(roles)})
 	switch subject {
 	case "sub-ivan":
-		return "", &signin.Error{Status: http.StatusConflict, Code: "address_taken", Message: "the address belongs to someone else"}
+		return "", &httpjson.Error{Status: http.StatusConflict, Code: "address_taken", Message: "the address belongs to someone else"}
 	case "sub-judy":
 		return "", errors.New("store exploded (secret detail)")
 	}
@@ -333,7 +334,7 @@ func do(t *testing.T, c *http.Client, req *http.Request) answer {
 	var e struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") && json.Unmarshal(b, &e) == nil {
+	if ct := resp.Header.Get("Content-Type"); (strings.HasPrefix(ct, "application/json") || ct == "application/problem+json") && json.Unmarshal(b, &e) == nil {
 		a.errCode, a.errMsg = e.Error.Code, e.Error.Message
 	}
 	return a

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/zitadel/oidc/v3/pkg/client/rp"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"golang.org/x/oauth2"
@@ -37,7 +38,7 @@ func TestAddressClaimNotString(t *testing.T) {
 		t.Fatal(errs)
 	}
 	_, err := tcs.resolveAddress(&oidc.IDTokenClaims{Claims: map[string]any{"oid": 42}})
-	var e *Error
+	var e *httpjson.Error
 	if !errors.As(err, &e) || e.Code != CodeAddressClaimFormat || e.Status != http.StatusForbidden {
 		t.Fatalf("non-string claim: %v", err)
 	}
@@ -53,9 +54,9 @@ func TestAddressClaimNotString(t *testing.T) {
 
 func TestErrorClassification(t *testing.T) {
 	code := func(err error) (int, string) {
-		var e *Error
+		var e *httpjson.Error
 		if !errors.As(err, &e) {
-			t.Fatalf("not an *Error: %v", err)
+			t.Fatalf("not an *httpjson.Error: %v", err)
 		}
 		return e.Status, e.Code
 	}
@@ -76,7 +77,7 @@ func TestErrorClassification(t *testing.T) {
 			t.Errorf("exchangeError(%v) = %d %s, want %d %s", c.err, s, cd, c.status, c.code)
 		}
 	}
-	var e *Error
+	var e *httpjson.Error
 	if errors.As(exchangeError(&oauth2.RetrieveError{Response: &http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {"9"}}}}), &e); e.RetryAfter != 9 {
 		t.Errorf("Retry-After not passed on: %d", e.RetryAfter)
 	}

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/alpd-project/alpd/internal/httpjson"
 )
 
 // Session is a signed-in person's web session, carried in the
@@ -72,7 +74,7 @@ func (s *Service) clearSession(w http.ResponseWriter) {
 }
 
 // Session returns the request's valid session: ErrNoSession without a
-// cookie, an *Error with code session_invalid for a tampered, foreign or
+// cookie, an *httpjson.Error with code session_invalid for a tampered, foreign or
 // undecodable cookie, session_expired after its expiry, session_revoked
 // after sign-out or revocation (no server-side record), and
 // sessions_unavailable (503) when the record cannot be read.
@@ -100,7 +102,7 @@ func (s *Service) Session(r *http.Request) (*Session, error) {
 		return nil, newError(http.StatusUnauthorized, CodeSessionRevoked, "this session was signed out or revoked; sign in again")
 	} else if err != nil {
 		s.log.Error("signin: cannot check a session", "tenant", sess.Tenant, "person_id", sess.PersonID, "err", err)
-		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeSessionsUnavailable,
+		return nil, &httpjson.Error{Status: http.StatusServiceUnavailable, Code: CodeSessionsUnavailable,
 			Message: "sessions cannot be checked right now; try again shortly", RetryAfter: 5}
 	}
 	sess.csrf = s.csrfToken(&sess)
@@ -149,7 +151,7 @@ func (s *Service) RequireFresh(next http.Handler) http.Handler {
 				http.Redirect(w, r, PathSignIn+"?"+q.Encode(), http.StatusFound)
 				return
 			}
-			WriteError(w, newError(http.StatusUnauthorized, CodeFreshSigninRequired, "this action needs a fresh sign-in; reload the page"))
+			httpjson.WriteError(w, newError(http.StatusUnauthorized, CodeFreshSigninRequired, "this action needs a fresh sign-in; reload the page"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess)))
@@ -162,7 +164,7 @@ func (s *Service) refuseNoSession(w http.ResponseWriter, r *http.Request, err er
 		http.Redirect(w, r, s.SignInURL(s.singleTenant(), returnHere(r), false), http.StatusFound)
 		return
 	}
-	WriteError(w, err)
+	httpjson.WriteError(w, err)
 }
 
 // returnHere is the request's own path and query if it is a safe return
@@ -186,7 +188,7 @@ const (
 // be PublicURL's origin; a request with neither is refused) and carry the
 // session's CSRF token in the form field "csrf" (urlencoded or multipart
 // body, never the query) or the X-CSRF-Token header. It needs a valid
-// session. It answers an *Error with status 403 (or the session's 401).
+// session. It answers an *httpjson.Error with status 403 (or the session's 401).
 func (s *Service) CheckCSRF(r *http.Request) error {
 	_, err := s.checkCSRF(r)
 	return err
@@ -248,7 +250,7 @@ func (s *Service) RequireCSRF(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sess, err := s.checkCSRF(r)
 		if err != nil {
-			WriteError(w, err)
+			httpjson.WriteError(w, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, sess)))
@@ -266,19 +268,19 @@ func (s *Service) serveSignOut(w http.ResponseWriter, r *http.Request) {
 	setNoStore(w)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		WriteError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use POST"))
+		httpjson.WriteError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use POST"))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if _, err := s.Session(r); err == nil {
 		sess, err := s.checkCSRF(r)
 		if err != nil {
-			WriteError(w, err)
+			httpjson.WriteError(w, err)
 			return
 		}
 		if err := s.cfg.Sessions.DeleteSession(r.Context(), sess); err != nil {
 			s.log.Error("signin: sign-out failed", "tenant", sess.Tenant, "person_id", sess.PersonID, "err", err)
-			WriteError(w, &Error{Status: http.StatusServiceUnavailable, Code: CodeSessionsUnavailable,
+			httpjson.WriteError(w, &httpjson.Error{Status: http.StatusServiceUnavailable, Code: CodeSessionsUnavailable,
 				Message: "the session could not be ended right now; try again shortly", RetryAfter: 5})
 			return
 		}

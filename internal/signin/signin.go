@@ -39,8 +39,8 @@
 // (HMAC of the session id) in the form field "csrf" (or header
 // X-CSRF-Token) plus a same-origin Origin/Referer check.
 //
-// Errors answer JSON {"error":{"code":…,"message":…}} with a stable code
-// (see the Code constants). Tokens, authorization codes and cookie values
+// Errors answer problem details (httpjson) with a stable code (see the
+// Code constants). Tokens, authorization codes and cookie values
 // are never logged.
 package signin
 
@@ -48,7 +48,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,20 +61,21 @@ import (
 	httphelper "github.com/zitadel/oidc/v3/pkg/http"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/httproute"
 )
 
 // Binder binds a person signed in at (issuer, subject) of a tenant to an
 // opaque person id, recording the address and roles. It is called on every
 // sign-in and must be idempotent for the same (tenant, issuer, subject).
-// It may return an *Error to refuse with a chosen status and code.
+// It may return an *httpjson.Error to refuse with a chosen status and code.
 type Binder interface {
 	BindPerson(ctx context.Context, tenant, issuer, subject, address string, roles []string) (personID string, err error)
 }
 
 // RefreshKeeper stores the person's IdP grant (sealed: the refresh token
 // and the sign-in's nonce); a newer grant replaces an older one. It may
-// return an *Error.
+// return an *httpjson.Error.
 type RefreshKeeper interface {
 	KeepRefreshToken(ctx context.Context, tenant, personID string, grant IdPGrant) error
 }
@@ -260,12 +260,10 @@ const PathSession = "/signin/session"
 func (s *Service) serveSession(w http.ResponseWriter, r *http.Request) {
 	sess, err := s.Session(r)
 	if err != nil {
-		WriteError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(struct {
+	httpjson.Write(w, http.StatusOK, struct {
 		*Session
 		CSRF string `json:"csrf"`
 	}{sess, sess.CSRFToken()})

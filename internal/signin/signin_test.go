@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/testidp"
 	"github.com/alpd-project/alpd/internal/testkit"
@@ -402,7 +403,7 @@ func TestSessionCookieChecks(t *testing.T) {
 	}
 	wantCode := func(what string, err error, code string) {
 		t.Helper()
-		var e *signin.Error
+		var e *httpjson.Error
 		if !errors.As(err, &e) || e.Code != code || e.Status != http.StatusUnauthorized {
 			t.Errorf("%s: %v, want %s", what, err, code)
 		}
@@ -647,14 +648,14 @@ func TestConfigValidation(t *testing.T) {
 
 func TestWriteError(t *testing.T) {
 	rec := httptest.NewRecorder()
-	signin.WriteError(rec, errors.New("db password is hunter2"))
+	httpjson.WriteError(rec, errors.New("db password is hunter2"))
 	if rec.Code != http.StatusInternalServerError || strings.Contains(rec.Body.String(), "hunter2") ||
 		!strings.Contains(rec.Body.String(), `"code":"internal_error"`) {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 	rec = httptest.NewRecorder()
-	signin.WriteError(rec, &signin.Error{Status: 503, Code: "x", Message: "y", RetryAfter: 7})
-	if rec.Code != 503 || rec.Header().Get("Retry-After") != "7" || rec.Header().Get("Content-Type") != "application/json; charset=utf-8" {
+	httpjson.WriteError(rec, &httpjson.Error{Status: 503, Code: "x", Message: "y", RetryAfter: 7})
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "7" || rec.Header().Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("%d %v", rec.Code, rec.Header())
 	}
 }
@@ -735,7 +736,7 @@ func TestSignOutRevokesCopiedCookie(t *testing.T) {
 		t.Fatalf("signout: %d %s", a.status, a.body)
 	}
 	_, err := h.svc.Session(req)
-	var e *signin.Error
+	var e *httpjson.Error
 	if !errors.As(err, &e) || e.Status != http.StatusUnauthorized || e.Code != signin.CodeSessionRevoked {
 		t.Fatalf("copied cookie after sign-out: %v", err)
 	}

@@ -38,7 +38,6 @@ type Service struct {
 	verifier  *accesstoken.Verifier
 	signin    *signin.Service
 	recheck   *Rechecker
-	http      http.Handler
 	routes    []httproute.Route
 	registrar *clientreg.Registrar
 	sweeper   *ClientSweeper
@@ -56,7 +55,8 @@ type Options struct {
 	// closed (default 30s).
 	MaxStaleness time.Duration
 	// IdPs are the organizations' OpenID providers, one per tenant; with
-	// none, people cannot sign in (and Handler serves nothing).
+	// none, people cannot sign in (and HTTPRoutes holds only dynamic client
+	// registration).
 	IdPs []signin.TenantIdP
 	// InsecureCookies: http on loopback only (tests, the demo).
 	InsecureCookies bool
@@ -202,18 +202,10 @@ func (s *Service) SignIn() *signin.Service { return s.signin }
 // Recheck is the IdP re-check for agent refreshes (nil without IdPs).
 func (s *Service) Recheck() *Rechecker { return s.recheck }
 
-// Routes are identity's public HTTP routes (nil before Start): people's
-// sign-in, the agents' authorization servers, client registration and
-// personal access tokens.
-func (s *Service) Routes() []httproute.Route { return slices.Clone(s.routes) }
-
-// Handler serves identity's public HTTP endpoints: its Routes.
-func (s *Service) Handler() http.Handler {
-	if s.http == nil {
-		return http.NotFoundHandler()
-	}
-	return s.http
-}
+// HTTPRoutes are identity's public HTTP routes (nil before Start), within
+// URLSpace: people's sign-in, the agents' authorization servers, client
+// registration and personal access tokens.
+func (s *Service) HTTPRoutes() []httproute.Route { return slices.Clone(s.routes) }
 
 func (s *Service) authorizationServer(ctx context.Context, reg *clientreg.Registrar) (*oauthas.Server, error) {
 	codes, err := s.Bus.JetStream().CreateOrUpdateKeyValue(ctx,
@@ -277,13 +269,8 @@ func (s *Service) buildHTTP(ctx context.Context) error {
 		routes = append(routes, reg.AdminRoutes()...)
 		routes = append(routes, reg.PATRoutes()...)
 	}
-	mux := http.NewServeMux()
-	if err := httproute.Mount(mux, routes); err != nil {
-		return fmt.Errorf("identity: %w", err)
-	}
 	s.registrar = reg
 	s.routes = routes
-	s.http = mux
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	identityv1 "github.com/alpd-project/alpd/gen/alp/identity/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/mtls"
 	"github.com/alpd-project/alpd/internal/natsauth"
@@ -27,7 +28,7 @@ type binder struct{ store *identitystore.Store }
 func (b binder) BindPerson(ctx context.Context, tenant, issuer, subject, address string, roles []string) (string, error) {
 	p, err := b.store.BindPerson(ctx, tenant, issuer, subject, address, roles)
 	if errors.Is(err, identitystore.ErrAddressTaken) {
-		return "", &signin.Error{Status: http.StatusConflict, Code: signin.CodeAddressTaken, Message: fmt.Sprintf(
+		return "", &httpjson.Error{Status: http.StatusConflict, Code: signin.CodeAddressTaken, Message: fmt.Sprintf(
 			"%s already belongs to a person who signs in with another account of this organization's identity provider "+
 				"(its issuer or the account's subject changed); an operator must re-bind the address before this account can sign in "+
 				"(docs/identity.md, \"One person per address\")", address)}

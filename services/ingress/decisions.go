@@ -30,13 +30,9 @@ type Waiter struct {
 // subject (a core subscription sees the publish; if it misses it, Decision
 // still finds it in the stream).
 func (s *Service) Await(tenant, personID, envelopeID string) (*Waiter, error) {
-	envelopeID, err := ParseEnvelopeID(envelopeID)
+	envelopeID, subject, err := envelopeSubject(streams.DecidedSubject, tenant, personID, envelopeID)
 	if err != nil {
 		return nil, err
-	}
-	subject, err := streams.DecidedSubject(tenant, personID, envelopeID)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	sub, err := s.Bus.Conn().SubscribeSync(subject)
 	if err != nil {
@@ -74,13 +70,9 @@ func (w *Waiter) Close() { _ = w.sub.Unsubscribe() }
 // Decision is policy's decision on one of personID's envelopes, nil while
 // there is none yet. An id that is not a UUID is ErrInvalidEnvelopeID.
 func (s *Service) Decision(ctx context.Context, tenant, personID, envelopeID string) (*alpv1.Decided, error) {
-	envelopeID, err := ParseEnvelopeID(envelopeID)
+	envelopeID, subject, err := envelopeSubject(streams.DecidedSubject, tenant, personID, envelopeID)
 	if err != nil {
 		return nil, err
-	}
-	subject, err := streams.DecidedSubject(tenant, personID, envelopeID)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	m, err := s.Bus.LastMessageIn(ctx, streams.Decided, subject)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -96,13 +88,9 @@ func (s *Service) Decision(ctx context.Context, tenant, personID, envelopeID str
 // SendRequested is still on the send stream). An id that is not a UUID
 // is ErrInvalidEnvelopeID.
 func (s *Service) Submitted(ctx context.Context, tenant, personID, envelopeID string) (bool, error) {
-	envelopeID, err := ParseEnvelopeID(envelopeID)
+	_, subject, err := envelopeSubject(streams.SendSubject, tenant, personID, envelopeID)
 	if err != nil {
 		return false, err
-	}
-	subject, err := streams.SendSubject(tenant, personID, envelopeID)
-	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	m, err := s.Bus.LastMessageIn(ctx, streams.Send, subject)
 	return m != nil, err
@@ -121,4 +109,16 @@ func decided(subject string, data []byte, envelopeID string) *alpv1.Decided {
 		return nil
 	}
 	return d
+}
+
+// envelopeSubject parses an envelope id from outside (ErrInvalidEnvelopeID
+// unless it is a UUID) and builds the envelope's subject on one stream.
+func envelopeSubject(build func(tenant, personID, envelopeID string) (string, error), tenant, personID, envelopeID string) (id, subject string, err error) {
+	if id, err = ParseEnvelopeID(envelopeID); err != nil {
+		return "", "", err
+	}
+	if subject, err = build(tenant, personID, id); err != nil {
+		return "", "", fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return id, subject, nil
 }

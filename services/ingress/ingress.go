@@ -35,6 +35,7 @@ import (
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -46,6 +47,7 @@ type Service struct {
 	ingressv1.UnimplementedIngressServiceServer
 	opts     Options
 	identity atomic.Pointer[agentauth.Follower]
+	routes   []httproute.Route
 }
 
 // Options are ingress's own settings.
@@ -60,6 +62,8 @@ type Options struct {
 	// ResourceMetadataURL is sent in every authentication challenge (RFC
 	// 9728), so a refused agent can find the authorization server.
 	ResourceMetadataURL string
+	// Bindings serve the send path over HTTP (HTTPRoutes).
+	Bindings []Binding
 }
 
 // New builds the ingress service.
@@ -67,7 +71,11 @@ func New(d service.Deps, o Options) *Service {
 	if o.MaxStaleness == 0 {
 		o.MaxStaleness = 30 * time.Second
 	}
-	return &Service{Base: service.NewBase(alpv1.Role_ROLE_INGRESS, d), opts: o}
+	s := &Service{Base: service.NewBase(alpv1.Role_ROLE_INGRESS, d), opts: o}
+	for _, bind := range o.Bindings {
+		s.routes = append(s.routes, bind(s)...)
+	}
+	return s
 }
 
 // Start creates the send stream and starts following identity's

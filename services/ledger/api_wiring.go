@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -15,10 +14,10 @@ import (
 )
 
 // The person-facing read API (services/ledger/api) hangs off the service
-// here, so that ledger.go stays about writing. The broker calls ServeAPI
-// once, with what only it knows (the OAuth issuers, the public URL, and
-// identity's sign-in when identity runs in the same process); the HTTP
-// routes are then APIHandler, and the gRPC read methods of LedgerService
+// here, so that ledger.go stays about writing. The broker hands it what only
+// it knows (the OAuth issuers, the public URL, and identity's sign-in when
+// identity runs in the same process) in Options.API; Start serves it, its
+// HTTP routes are HTTPRoutes, and the gRPC read methods of LedgerService
 // are the methods below.
 
 // APIOptions configure the read API.
@@ -34,7 +33,7 @@ type APIOptions struct {
 	// refused (default agentauth.DefaultMaxStaleness).
 	MaxStaleness time.Duration
 	// Auth, if set, checks bearer credentials instead of a follower of
-	// ServeAPI's own: in all-in-one mode ingress's, so that one process
+	// the ledger's own: in all-in-one mode ingress's, so that one process
 	// keeps one identity projection for agents' tokens.
 	Auth api.Authenticator
 	// Sessions lets signed-in people read with their web session; nil
@@ -43,15 +42,14 @@ type APIOptions struct {
 	Limits   api.Limits
 }
 
-// apiState is the service's read API, once ServeAPI has run.
+// apiState is the service's read API, once Start has served it.
 type apiState struct {
 	api atomic.Pointer[api.API]
 }
 
-// ServeAPI starts the read API. Without o.Auth it follows identity's
+// serveAPI starts the read API. Without o.Auth it follows identity's
 // stream (to check agents' tokens against revocations) until ctx ends.
-// Call it once, before or after Start; until Start the API answers 503.
-func (s *Service) ServeAPI(ctx context.Context, o APIOptions) {
+func (s *Service) serveAPI(ctx context.Context, o APIOptions) {
 	auth := o.Auth
 	if auth == nil {
 		auth = followerAuth{agentauth.Follow(ctx, agentauth.FollowOptions{
@@ -64,23 +62,16 @@ func (s *Service) ServeAPI(ctx context.Context, o APIOptions) {
 		Logger: s.Logger.With("component", "api")}))
 }
 
-// APIHandler serves /v1/ledger; nil until ServeAPI.
-func (s *Service) APIHandler() http.Handler {
-	if a := s.reads.api.Load(); a != nil {
-		return a
-	}
-	return nil
-}
-
-// APIRoutes are APIHandler's routes; nil until ServeAPI.
-func (s *Service) APIRoutes() []httproute.Route {
+// HTTPRoutes are the read API's routes (/v1/ledger, within URLSpace); nil
+// until Start serves it.
+func (s *Service) HTTPRoutes() []httproute.Route {
 	if a := s.reads.api.Load(); a != nil {
 		return a.Routes()
 	}
 	return nil
 }
 
-// readAPI is the read API, or, before ServeAPI, one that refuses every
+// readAPI is the read API, or, before it is served, one that refuses every
 // call as unavailable (it has no way to check a credential).
 func (s *Service) readAPI() *api.API {
 	if a := s.reads.api.Load(); a != nil {

@@ -63,6 +63,9 @@ type Options struct {
 	// Registerer gets the ledger's metrics (the broker passes its own,
 	// labelled broker=<name>); default a private registry.
 	Registerer prometheus.Registerer
+	// API, if set, serves the person-facing read API (HTTPRoutes and the
+	// gRPC read methods) from Start; without it they refuse as unavailable.
+	API *APIOptions
 	// AfterPublish is a test hook (jsstore.Options.AfterPublish).
 	AfterPublish func(tenant, person string, first uint64, n int) error
 }
@@ -112,6 +115,9 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	if s.Sealer == nil {
 		return errors.New("ledger: no data-key sealer (the ledger opens bodies to commit to them)")
+	}
+	if s.opts.API != nil {
+		s.serveAPI(ctx, *s.opts.API)
 	}
 	js := s.Bus.JetStream()
 	cfg := secrets.BucketConfig(s.Bus.StreamName(natsauth.LedgerSecretsBucket))

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/signin"
@@ -134,7 +135,7 @@ func adminView(c identitystore.Client, secret, method string) AdminClient {
 //
 // Mount it for "/v1/admin/clients" and "/v1/admin/clients/". Answers 401
 // without a session, 403 for a missing CSRF token or role; errors are
-// {"error":{"code","message"}}.
+// problem details (httpjson).
 func (reg *Registrar) AdminHandler() http.Handler { return httproute.Handler(reg.AdminRoutes()) }
 
 // admin authenticates a state-changing admin request: session (401), CSRF
@@ -146,7 +147,7 @@ func (reg *Registrar) admin(w http.ResponseWriter, r *http.Request) (*signin.Ses
 	}
 	if !slices.Contains(sess.Roles, reg.cfg.AdminRole) {
 		reg.log.WarnContext(r.Context(), "admin action refused: role missing", "tenant", sess.Tenant, "person_id", sess.PersonID, "path", r.URL.Path)
-		signin.WriteError(w, apiError(http.StatusForbidden, CodeForbidden, "this needs the "+reg.cfg.AdminRole+" role"))
+		httpjson.WriteError(w, apiError(http.StatusForbidden, CodeForbidden, "this needs the "+reg.cfg.AdminRole+" role"))
 		return nil, false
 	}
 	return sess, true
@@ -157,17 +158,17 @@ func (reg *Registrar) admin(w http.ResponseWriter, r *http.Request) (*signin.Ses
 func (reg *Registrar) person(w http.ResponseWriter, r *http.Request, mutate bool) (*signin.Session, bool) {
 	if reg.cfg.Sessions == nil {
 		reg.log.ErrorContext(r.Context(), "clientreg: Config.Sessions is not set; refusing")
-		signin.WriteError(w, apiError(http.StatusInternalServerError, CodeInternal, "sign-in is not configured"))
+		httpjson.WriteError(w, apiError(http.StatusInternalServerError, CodeInternal, "sign-in is not configured"))
 		return nil, false
 	}
 	sess, err := reg.cfg.Sessions.Session(r)
 	if err != nil {
-		signin.WriteError(w, err)
+		httpjson.WriteError(w, err)
 		return nil, false
 	}
 	if mutate {
 		if err := reg.cfg.Sessions.CheckCSRF(r); err != nil {
-			signin.WriteError(w, err)
+			httpjson.WriteError(w, err)
 			return nil, false
 		}
 	}
@@ -190,7 +191,7 @@ func (reg *Registrar) adminPost(w http.ResponseWriter, r *http.Request, req any)
 		return nil, false
 	}
 	if e := readJSONBody(w, r, reg.cfg.MaxBodyBytes, req, true); e != nil {
-		signin.WriteError(w, bodyAPIError(e))
+		httpjson.WriteError(w, bodyAPIError(e))
 		return nil, false
 	}
 	return sess, true
@@ -213,12 +214,12 @@ func (reg *Registrar) serveRegisterClient(w http.ResponseWriter, r *http.Request
 	}
 	name, merr := requiredName("name", req.Name)
 	if merr != nil {
-		signin.WriteError(w, apiError(http.StatusBadRequest, merr.code, merr.desc))
+		httpjson.WriteError(w, apiError(http.StatusBadRequest, merr.code, merr.desc))
 		return
 	}
 	uris, merr := checkRedirectURIs(req.RedirectURIs)
 	if merr != nil {
-		signin.WriteError(w, apiError(http.StatusBadRequest, merr.code, merr.desc))
+		httpjson.WriteError(w, apiError(http.StatusBadRequest, merr.code, merr.desc))
 		return
 	}
 	spec := identitystore.ClientSpec{
@@ -232,7 +233,7 @@ func (reg *Registrar) serveRegisterClient(w http.ResponseWriter, r *http.Request
 			method = authMethodSecretBasic
 		}
 		if req.ClientID != "" || req.VendorAttestation != "" {
-			signin.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidClientMetadata,
+			httpjson.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidClientMetadata,
 				"client_id and vendor_attestation are only for a vendor's public client (token_endpoint_auth_method \"none\"); a confidential client gets a random id and is company class anyway"))
 			return
 		}
@@ -246,28 +247,28 @@ func (reg *Registrar) serveRegisterClient(w http.ResponseWriter, r *http.Request
 		if spec.ClientID == "" {
 			spec.ClientID = randomID(vendorIDPrefix)
 		} else if len(spec.ClientID) > maxURILen || !printableASCII(spec.ClientID) {
-			signin.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidClientMetadata, "client_id: printable ASCII of at most 2048 bytes"))
+			httpjson.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidClientMetadata, "client_id: printable ASCII of at most 2048 bytes"))
 			return
 		}
 		att, merr := checkClientName("vendor_attestation", req.VendorAttestation)
 		if merr != nil {
-			signin.WriteError(w, apiError(http.StatusBadRequest, merr.code, merr.desc))
+			httpjson.WriteError(w, apiError(http.StatusBadRequest, merr.code, merr.desc))
 			return
 		}
 		spec.VendorAttestation = att
 	default:
-		signin.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidClientMetadata,
+		httpjson.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidClientMetadata,
 			"token_endpoint_auth_method: client_secret_basic, client_secret_post or none"))
 		return
 	}
 	c, err := reg.cfg.Store.RegisterClient(actorCtx(r.Context(), sess), spec)
 	if err != nil {
-		signin.WriteError(w, reg.storeAPIError(r.Context(), "client registration", err))
+		httpjson.WriteError(w, reg.storeAPIError(r.Context(), "client registration", err))
 		return
 	}
 	reg.log.InfoContext(r.Context(), "client registered by an admin", "tenant", c.Tenant, "client_id", c.ID,
 		"kind", KindName(c.Kind), "class", ClassName(c.Class()), "by", sess.PersonID)
-	writeJSON(w, http.StatusCreated, adminView(c, secret, method))
+	httpjson.Write(w, http.StatusCreated, adminView(c, secret, method))
 }
 
 func (reg *Registrar) serveAttestation(w http.ResponseWriter, r *http.Request) {
@@ -278,15 +279,15 @@ func (reg *Registrar) serveAttestation(w http.ResponseWriter, r *http.Request) {
 	}
 	att, merr := requiredName("vendor_attestation", req.VendorAttestation)
 	if merr != nil {
-		signin.WriteError(w, apiError(http.StatusBadRequest, merr.code, merr.desc))
+		httpjson.WriteError(w, apiError(http.StatusBadRequest, merr.code, merr.desc))
 		return
 	}
 	clientID := r.PathValue("id")
 	c, err := reg.cfg.Store.BindVendorAttestation(actorCtx(r.Context(), sess), sess.Tenant, clientID, att, sess.PersonID)
 	if err != nil {
-		signin.WriteError(w, reg.storeAPIError(r.Context(), "binding the attestation", err))
+		httpjson.WriteError(w, reg.storeAPIError(r.Context(), "binding the attestation", err))
 		return
 	}
 	reg.log.InfoContext(r.Context(), "vendor attestation bound", "tenant", c.Tenant, "client_id", c.ID, "by", sess.PersonID)
-	writeJSON(w, http.StatusOK, adminView(c, "", ""))
+	httpjson.Write(w, http.StatusOK, adminView(c, "", ""))
 }

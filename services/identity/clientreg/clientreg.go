@@ -17,7 +17,9 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/signin"
 )
@@ -47,10 +49,10 @@ var DefaultDCRRate = rate.Every(6 * time.Second)
 // (*signin.Service).
 type Sessions interface {
 	// Session returns the request's valid session, or an error (a
-	// *signin.Error: 401 without or with an invalid session).
+	// *httpjson.Error: 401 without or with an invalid session).
 	Session(r *http.Request) (*signin.Session, error)
 	// CheckCSRF checks a state-changing request (Origin and token); it
-	// answers a *signin.Error (403) when it fails.
+	// answers a *httpjson.Error (403) when it fails.
 	CheckCSRF(r *http.Request) error
 }
 
@@ -203,19 +205,8 @@ func New(cfg Config) (*Registrar, error) {
 	return r, nil
 }
 
-// validScope: an RFC 6749 scope token.
-func validScope(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
+// validScope: an RFC 6749 scope token of at most 128 bytes.
+func validScope(s string) bool { return len(s) <= 128 && alp.IsScopeToken(s) }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
@@ -307,21 +298,10 @@ func jsonTypeName(kind string) string {
 	return "a number"
 }
 
-// writeJSON answers v with status, uncacheable.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Pragma", "no-cache")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// apiError is an error of the admin and PAT endpoints, in signin's shape
-// {"error":{"code","message"}}.
-func apiError(status int, code, msg string) *signin.Error {
-	return &signin.Error{Status: status, Code: code, Message: msg}
+// apiError is an error of the admin and PAT endpoints, answered as
+// problem details like signin's.
+func apiError(status int, code, msg string) *httpjson.Error {
+	return &httpjson.Error{Status: status, Code: code, Message: msg}
 }
 
 // Error codes of the admin and PAT endpoints (besides signin's session and
@@ -338,7 +318,7 @@ const (
 	CodeUnavailable      = "unavailable"
 )
 
-func bodyAPIError(e *errBody) *signin.Error {
+func bodyAPIError(e *errBody) *httpjson.Error {
 	code := CodeInvalidBody
 	switch e.status {
 	case http.StatusRequestEntityTooLarge:
@@ -351,7 +331,7 @@ func bodyAPIError(e *errBody) *signin.Error {
 
 // storeAPIError turns an identitystore error into an answer; messages of
 // ErrInvalid name the field and hold no secret.
-func (reg *Registrar) storeAPIError(ctx context.Context, what string, err error) *signin.Error {
+func (reg *Registrar) storeAPIError(ctx context.Context, what string, err error) *httpjson.Error {
 	switch {
 	case errors.Is(err, identitystore.ErrInvalid):
 		return apiError(http.StatusBadRequest, CodeInvalidBody, strings.TrimPrefix(err.Error(), "identitystore: "))
@@ -368,5 +348,5 @@ func (reg *Registrar) storeAPIError(ctx context.Context, what string, err error)
 
 func methodNotAllowed(w http.ResponseWriter, allow ...string) {
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	signin.WriteError(w, apiError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use "+strings.Join(allow, " or ")))
+	httpjson.WriteError(w, apiError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use "+strings.Join(allow, " or ")))
 }

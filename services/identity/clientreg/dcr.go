@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/identitystore"
 )
 
@@ -39,7 +40,7 @@ type oauthError struct {
 }
 
 func writeOAuthError(w http.ResponseWriter, status int, code, desc string) {
-	writeJSON(w, status, oauthError{Error: code, Description: desc})
+	httpjson.Write(w, status, oauthError{Error: code, Description: desc})
 }
 
 // DCRHandler serves RFC 7591 dynamic client registration for tenant:
@@ -98,7 +99,7 @@ func (reg *Registrar) DCRHandler(tenant string) http.Handler {
 			return
 		}
 		reg.log.InfoContext(r.Context(), "client registered dynamically", "tenant", tenant, "client_id", c.ID, "remote", ip)
-		writeJSON(w, http.StatusCreated, RegistrationResponse{
+		httpjson.Write(w, http.StatusCreated, RegistrationResponse{
 			ClientID:                c.ID,
 			ClientIDIssuedAt:        c.Registered.Unix(),
 			ClientName:              c.Name,

@@ -321,7 +321,7 @@ func wantErr(t *testing.T, a answer, status int, code string) {
 	if a.errMsg == "" {
 		t.Errorf("error %s without a message: %s", code, a.body)
 	}
-	if ct := a.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+	if ct := a.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") && ct != "application/problem+json" {
 		t.Errorf("error answered as %q", ct)
 	}
 }

@@ -13,9 +13,9 @@ import (
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/identitystore"
-	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 )
 
@@ -133,28 +133,28 @@ func (reg *Registrar) serveIssuePAT(w http.ResponseWriter, r *http.Request) {
 	}
 	var req PATRequest
 	if e := readJSONBody(w, r, reg.cfg.MaxBodyBytes, &req, true); e != nil {
-		signin.WriteError(w, bodyAPIError(e))
+		httpjson.WriteError(w, bodyAPIError(e))
 		return
 	}
 	name, merr := checkClientName("name", req.Name)
 	switch {
 	case merr != nil:
-		signin.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidBody, merr.desc))
+		httpjson.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidBody, merr.desc))
 		return
 	case name == "":
-		signin.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidBody, "name: required"))
+		httpjson.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidBody, "name: required"))
 		return
 	case len(name) > maxPATName:
-		signin.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidBody, fmt.Sprintf("name: at most %d bytes", maxPATName)))
+		httpjson.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidBody, fmt.Sprintf("name: at most %d bytes", maxPATName)))
 		return
 	case len(req.Scopes) == 0:
-		signin.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidBody, "scopes: at least one is required"))
+		httpjson.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidBody, "scopes: at least one is required"))
 		return
 	}
 	var scopes []string
 	for _, s := range req.Scopes {
 		if !slices.Contains(reg.cfg.Scopes, s) {
-			signin.WriteError(w, apiError(http.StatusBadRequest, "invalid_scope",
+			httpjson.WriteError(w, apiError(http.StatusBadRequest, "invalid_scope",
 				fmt.Sprintf("scopes: %q is not allowed (allowed: %s)", truncate(s, 64), strings.Join(reg.cfg.Scopes, " "))))
 			return
 		}
@@ -166,7 +166,7 @@ func (reg *Registrar) serveIssuePAT(w http.ResponseWriter, r *http.Request) {
 	if req.ExpiresIn != nil {
 		lifetime = time.Duration(*req.ExpiresIn) * time.Second
 		if *req.ExpiresIn < int64(MinPATLifetime/time.Second) || *req.ExpiresIn > int64(reg.cfg.MaxPATLifetime/time.Second) {
-			signin.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidBody,
+			httpjson.WriteError(w, apiError(http.StatusBadRequest, CodeInvalidBody,
 				fmt.Sprintf("expires_in: between %d and %d seconds", int64(MinPATLifetime/time.Second), int64(reg.cfg.MaxPATLifetime/time.Second))))
 			return
 		}
@@ -175,7 +175,7 @@ func (reg *Registrar) serveIssuePAT(w http.ResponseWriter, r *http.Request) {
 	if reg.pats != nil && reg.cfg.MaxPATsPerPerson > 0 {
 		list, err := reg.pats.PersonPATs(r.Context(), sess.Tenant, sess.PersonID)
 		if err != nil {
-			signin.WriteError(w, reg.storeAPIError(r.Context(), "listing tokens", err))
+			httpjson.WriteError(w, reg.storeAPIError(r.Context(), "listing tokens", err))
 			return
 		}
 		active := 0
@@ -185,7 +185,7 @@ func (reg *Registrar) serveIssuePAT(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if active >= reg.cfg.MaxPATsPerPerson {
-			signin.WriteError(w, apiError(http.StatusConflict, CodeTooManyPATs,
+			httpjson.WriteError(w, apiError(http.StatusConflict, CodeTooManyPATs,
 				fmt.Sprintf("you have %d active tokens, the most allowed; revoke one first", active)))
 			return
 		}
@@ -193,7 +193,7 @@ func (reg *Registrar) serveIssuePAT(w http.ResponseWriter, r *http.Request) {
 	token, id, hashHex := accesstoken.NewPAT()
 	hash, err := identitystore.ParseHash(hashHex)
 	if err != nil {
-		signin.WriteError(w, reg.storeAPIError(r.Context(), "issuing the token", err))
+		httpjson.WriteError(w, reg.storeAPIError(r.Context(), "issuing the token", err))
 		return
 	}
 	p, err := reg.cfg.Store.IssuePAT(actorCtx(r.Context(), sess), identitystore.PATSpec{
@@ -201,11 +201,11 @@ func (reg *Registrar) serveIssuePAT(w http.ResponseWriter, r *http.Request) {
 		TokenSHA256: hash, Scopes: scopes, Expires: now.Add(lifetime).Truncate(time.Second),
 	})
 	if err != nil {
-		signin.WriteError(w, reg.storeAPIError(r.Context(), "issuing the token", err))
+		httpjson.WriteError(w, reg.storeAPIError(r.Context(), "issuing the token", err))
 		return
 	}
 	reg.log.InfoContext(r.Context(), "personal access token issued", "tenant", p.Tenant, "pat_id", p.ID, "person_id", p.PersonID, "scopes", p.Scopes, "expires", p.Expires)
-	writeJSON(w, http.StatusCreated, IssuedPAT{PATInfo: patInfo(p, now), Token: token})
+	httpjson.Write(w, http.StatusCreated, IssuedPAT{PATInfo: patInfo(p, now), Token: token})
 }
 
 func (reg *Registrar) serveListPATs(w http.ResponseWriter, r *http.Request) {
@@ -214,12 +214,12 @@ func (reg *Registrar) serveListPATs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if reg.pats == nil {
-		signin.WriteError(w, apiError(http.StatusNotImplemented, CodeUnavailable, "listing tokens is not configured"))
+		httpjson.WriteError(w, apiError(http.StatusNotImplemented, CodeUnavailable, "listing tokens is not configured"))
 		return
 	}
 	list, err := reg.pats.PersonPATs(r.Context(), sess.Tenant, sess.PersonID)
 	if err != nil {
-		signin.WriteError(w, reg.storeAPIError(r.Context(), "listing tokens", err))
+		httpjson.WriteError(w, reg.storeAPIError(r.Context(), "listing tokens", err))
 		return
 	}
 	now := reg.cfg.Now()
@@ -227,7 +227,7 @@ func (reg *Registrar) serveListPATs(w http.ResponseWriter, r *http.Request) {
 	for _, p := range list {
 		out.PATs = append(out.PATs, patInfo(p, now))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 func (reg *Registrar) serveRevokePAT(w http.ResponseWriter, r *http.Request) {
@@ -239,18 +239,18 @@ func (reg *Registrar) serveRevokePAT(w http.ResponseWriter, r *http.Request) {
 	p, err := reg.cfg.Store.PAT(sess.Tenant, id)
 	if err != nil || p.PersonID != sess.PersonID {
 		if err != nil && !errors.Is(err, identitystore.ErrNotFound) {
-			signin.WriteError(w, reg.storeAPIError(r.Context(), "revoking the token", err))
+			httpjson.WriteError(w, reg.storeAPIError(r.Context(), "revoking the token", err))
 			return
 		}
 		// Another person's token is none of this person's business.
-		signin.WriteError(w, apiError(http.StatusNotFound, CodeNotFound, "no such token"))
+		httpjson.WriteError(w, apiError(http.StatusNotFound, CodeNotFound, "no such token"))
 		return
 	}
 	if err := reg.cfg.Store.RevokePAT(actorCtx(r.Context(), sess), sess.Tenant, id, "revoked by its owner"); err != nil {
-		signin.WriteError(w, reg.storeAPIError(r.Context(), "revoking the token", err))
+		httpjson.WriteError(w, reg.storeAPIError(r.Context(), "revoking the token", err))
 		return
 	}
 	reg.log.InfoContext(r.Context(), "personal access token revoked", "tenant", sess.Tenant, "pat_id", id, "person_id", sess.PersonID)
-	w.Header().Set("Cache-Control", "no-store")
+	httpjson.NoStore(w.Header())
 	w.WriteHeader(http.StatusNoContent)
 }

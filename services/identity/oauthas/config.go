@@ -333,16 +333,5 @@ func checkResourceURI(r string) error {
 	return nil
 }
 
-// scopeToken: RFC 6749 §3.3 scope-token (%x21 / %x23-5B / %x5D-7E).
-func scopeToken(s string) bool {
-	if s == "" || len(s) > 256 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
+// scopeToken: an RFC 6749 §3.3 scope-token of at most 256 bytes.
+func scopeToken(s string) bool { return len(s) <= 256 && alp.IsScopeToken(s) }

@@ -20,6 +20,7 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/signin"
 )
@@ -216,7 +217,7 @@ func (t *tenantAS) consentHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sess, err := t.s.deps.Sessions.Session(r)
 		if err != nil || sess == nil || sess.Tenant != t.tenant {
-			signin.WriteError(w, signin.ErrNoSession)
+			httpjson.WriteError(w, signin.ErrNoSession)
 			return
 		}
 		var raw string
@@ -225,7 +226,7 @@ func (t *tenantAS) consentHandler() http.Handler {
 			raw = r.URL.RawQuery
 		case http.MethodPost:
 			if err := t.s.deps.Sessions.CheckCSRF(r); err != nil {
-				signin.WriteError(w, err)
+				httpjson.WriteError(w, err)
 				return
 			}
 			raw = r.PostFormValue("request")

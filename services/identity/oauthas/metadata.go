@@ -1,13 +1,15 @@
 package oauthas
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
+
+	"github.com/alpd-project/alpd/internal/httpjson"
 )
 
 // ASMetadata is a tenant's authorization server metadata (RFC 8414 §2).
@@ -118,20 +120,9 @@ func metadataHandler(doc func() any) http.Handler {
 			return
 		default:
 			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			httpjson.WriteError(w, httpjson.Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "use GET or HEAD"))
 			return
 		}
-		b, err := json.Marshal(doc())
-		if err != nil {
-			http.Error(w, "metadata unavailable", http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "public, max-age=300")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.WriteHeader(http.StatusOK)
-		if r.Method == http.MethodGet {
-			_, _ = w.Write(b)
-		}
+		httpjson.WritePublic(w, r, doc(), 5*time.Minute)
 	})
 }

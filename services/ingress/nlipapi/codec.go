@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/nlip"
 )
 
@@ -18,7 +19,7 @@ const (
 
 // requestMedia is the request body's media type, or an error for a body of
 // another type.
-func requestMedia(r *http.Request) (string, *apiError) {
+func requestMedia(r *http.Request) (string, *httpjson.Error) {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
 		return "", newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the NLIP message as %s or %s", mediaJSON, mediaCBOR)
@@ -42,7 +43,7 @@ func requestMedia(r *http.Request) (string, *apiError) {
 // readMessage reads and decodes the request body, never reading more than
 // the size limit: a body announced as too large is refused unread, one
 // that turns out too large is cut off at the limit.
-func (a *API) readMessage(w http.ResponseWriter, r *http.Request, media string) (*nlip.Message, *apiError) {
+func (a *API) readMessage(w http.ResponseWriter, r *http.Request, media string) (*nlip.Message, *httpjson.Error) {
 	max := int64(a.cfg.Message.MaxMessageBytes)
 	tooLarge := newError(http.StatusRequestEntityTooLarge, "too_large", "the NLIP message is larger than %d bytes", max)
 	if r.ContentLength > max {
@@ -95,7 +96,7 @@ func writeMessage(w http.ResponseWriter, r *http.Request, status int, m *nlip.Me
 		return
 	}
 	w.Header().Set("Content-Type", media)
-	w.Header().Set("Cache-Control", "no-store")
+	httpjson.NoStore(w.Header())
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

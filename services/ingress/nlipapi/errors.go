@@ -2,41 +2,29 @@ package nlipapi
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/nlip"
 	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/services/ingress"
 )
 
-// apiError is a refused request: an HTTP status, a machine-readable code, a
-// human message, and for some the JSON pointer of the part at fault.
-type apiError struct {
-	Status  int
-	Code    string
-	Message string
-	Pointer string
-	// RetryAfter (seconds) for 429 and 503.
-	RetryAfter int
-	// Challenge is the WWW-Authenticate value for 401 and 403.
-	Challenge string
-}
-
-func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
-
-func newError(status int, code, format string, args ...any) *apiError {
-	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+// A refused request is the shared *httpjson.Error (status, machine-readable
+// code, human message, for some the JSON pointer of the part at fault, the
+// retry delay and the authentication challenge), answered as an NLIP
+// message instead of problem details (writeError).
+func newError(status int, code, format string, args ...any) *httpjson.Error {
+	return httpjson.Errorf(status, code, format, args...)
 }
 
 // errorMessage renders e as the NLIP reply: English text for people and
 // clients that read text (AG2 reads the English text), plus a structured
 // "alp.error" submessage for programs. ECMA-432 §11 shows errors as
 // MessageType "Error" with text content; we follow it.
-func errorMessage(e *apiError) *nlip.Message {
+func errorMessage(e *httpjson.Error) *nlip.Message {
 	detail := map[string]any{"status": e.Status, "code": e.Code, "message": e.Message}
 	if e.Pointer != "" {
 		detail["pointer"] = e.Pointer
@@ -50,19 +38,14 @@ func errorMessage(e *apiError) *nlip.Message {
 }
 
 // writeError answers an HTTP request with e.
-func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
-	if e.Challenge != "" {
-		w.Header().Set("WWW-Authenticate", e.Challenge)
-	}
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
+func writeError(w http.ResponseWriter, r *http.Request, e *httpjson.Error) {
+	e.SetHeaders(w.Header())
 	writeMessage(w, r, e.Status, errorMessage(e))
 }
 
 // classify turns an error from a step of handling into the answer.
-func classify(err error) *apiError {
-	var ae *apiError
+func classify(err error) *httpjson.Error {
+	var ae *httpjson.Error
 	var auth *agentauth.Error
 	var ne *nlip.Error
 	var me *nmp.Error
@@ -76,7 +59,7 @@ func classify(err error) *apiError {
 		if code == "" {
 			code = "unauthenticated"
 		}
-		e := &apiError{Status: auth.Status, Code: code, Message: auth.Description, Challenge: auth.Challenge}
+		e := &httpjson.Error{Status: auth.Status, Code: code, Message: auth.Description, Challenge: auth.Challenge}
 		if auth.Status == http.StatusServiceUnavailable {
 			e.RetryAfter = 1
 		}
@@ -86,9 +69,9 @@ func classify(err error) *apiError {
 		if ne.Code == "too_large" {
 			status = http.StatusRequestEntityTooLarge
 		}
-		return &apiError{Status: status, Code: "nlip_" + ne.Code, Message: ne.Message, Pointer: ne.Pointer}
+		return &httpjson.Error{Status: status, Code: "nlip_" + ne.Code, Message: ne.Message, Pointer: ne.Pointer}
 	case errors.As(err, &me):
-		return &apiError{Status: http.StatusBadRequest, Code: "nmp_" + me.Code, Message: "NMP header: " + me.Message, Pointer: "/submessages/nmp"}
+		return &httpjson.Error{Status: http.StatusBadRequest, Code: "nmp_" + me.Code, Message: "NMP header: " + me.Message, Pointer: "/submessages/nmp"}
 	case errors.As(err, &limited):
 		e := newError(http.StatusTooManyRequests, "rate_limited", "%s", limited.Description())
 		e.RetryAfter = limited.RetryAfterSeconds()
@@ -108,6 +91,6 @@ func classify(err error) *apiError {
 		// the same request cannot help.
 		return newError(http.StatusBadRequest, "invalid_alp_message", "%v", err)
 	}
-	return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 1,
+	return &httpjson.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 1,
 		Message: "the broker could not take the message right now; retry with the same idempotency key"}
 }

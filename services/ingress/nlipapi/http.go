@@ -2,6 +2,7 @@ package nlipapi
 
 import (
 	"errors"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"net/http"
 
 	"github.com/alpd-project/alpd/services/ingress"
@@ -80,7 +81,7 @@ func (a *API) serveEnvelope(w http.ResponseWriter, r *http.Request) {
 
 // authenticate admits the request's agent: its bearer credential and the
 // rate limits.
-func (a *API) authenticate(r *http.Request) (ingress.Sender, *apiError) {
+func (a *API) authenticate(r *http.Request) (ingress.Sender, *httpjson.Error) {
 	snd, err := a.door.Admit(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
 		return ingress.Sender{}, classify(err)

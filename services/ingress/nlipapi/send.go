@@ -3,6 +3,7 @@ package nlipapi
 import (
 	"context"
 	"fmt"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"net/http"
 	"strings"
 	"unicode"
@@ -43,7 +44,7 @@ type send struct {
 
 // parseSend reads an ALP send of snd out of m (authentication tokens
 // already stripped). headerKey is the Idempotency-Key header, if any.
-func (a *API) parseSend(snd ingress.Sender, m *nlip.Message, headerKey string) (*send, *apiError) {
+func (a *API) parseSend(snd ingress.Sender, m *nlip.Message, headerKey string) (*send, *httpjson.Error) {
 	typ := m.MessageType[len(typePrefix):]
 	if typ == "" || len(typ) > maxTypeLength || strings.IndexFunc(typ, notTypeRune) >= 0 {
 		return nil, pointed(http.StatusBadRequest, "invalid_alp_message", "/messagetype",
@@ -117,7 +118,7 @@ func find(m *nlip.Message, label string) (nlip.Submessage, int, bool) {
 	return nlip.Submessage{}, -1, false
 }
 
-func recipient(m *nlip.Message) (string, *apiError) {
+func recipient(m *nlip.Message) (string, *httpjson.Error) {
 	sm, i, ok := find(m, labelTo)
 	if !ok {
 		return "", pointed(http.StatusBadRequest, "invalid_alp_message", "/submessages",
@@ -132,7 +133,7 @@ func recipient(m *nlip.Message) (string, *apiError) {
 		"the recipient must be an address person@domain (optionally as an acct: URI)")
 }
 
-func typedBody(m *nlip.Message) ([]byte, *apiError) {
+func typedBody(m *nlip.Message) ([]byte, *httpjson.Error) {
 	sm, i, ok := find(m, labelBody)
 	if !ok {
 		return nil, pointed(http.StatusBadRequest, "invalid_alp_message", "/submessages",
@@ -146,7 +147,7 @@ func typedBody(m *nlip.Message) ([]byte, *apiError) {
 	return raw, nil
 }
 
-func idempotencyKey(m *nlip.Message, header string) (string, *apiError) {
+func idempotencyKey(m *nlip.Message, header string) (string, *httpjson.Error) {
 	key := ""
 	for i, sm := range m.Submessages {
 		if !strings.EqualFold(sm.Format, "token") || !strings.EqualFold(sm.Subformat, idempotencySubformat) {
@@ -172,7 +173,7 @@ func idempotencyKey(m *nlip.Message, header string) (string, *apiError) {
 	return key, nil
 }
 
-func pointed(status int, code, pointer, format string, args ...any) *apiError {
+func pointed(status int, code, pointer, format string, args ...any) *httpjson.Error {
 	e := newError(status, code, format, args...)
 	e.Pointer = pointer
 	return e
@@ -180,7 +181,7 @@ func pointed(status int, code, pointer, format string, args ...any) *apiError {
 
 // exchange handles one decoded NLIP message from an admitted agent and
 // returns the reply and its HTTP status.
-func (a *API) exchange(ctx context.Context, snd ingress.Sender, m *nlip.Message, headerKey string) (*nlip.Message, int, *apiError) {
+func (a *API) exchange(ctx context.Context, snd ingress.Sender, m *nlip.Message, headerKey string) (*nlip.Message, int, *httpjson.Error) {
 	if m.IsControl() {
 		return a.controlReply(m), http.StatusOK, nil
 	}

@@ -3,6 +3,7 @@ package nlipapi
 import (
 	"context"
 	"errors"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"io"
 	"net/http"
 	"net/url"
@@ -70,7 +71,7 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request, text bool) 
 
 // checkOrigin allows requests without Origin (not from a browser), from
 // the broker's own host, and from the configured patterns.
-func (a *API) checkOrigin(r *http.Request) *apiError {
+func (a *API) checkOrigin(r *http.Request) *httpjson.Error {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return nil
@@ -189,7 +190,7 @@ type incoming struct {
 	held int64
 	// refused: the answer instead; the rest of the message is unread.
 	// closeWith, when set, ends the connection after it.
-	refused   *apiError
+	refused   *httpjson.Error
 	closeWith string
 }
 

@@ -2,6 +2,7 @@ package nlipapi
 
 import (
 	"errors"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"io"
 	"net/http"
 	"sync"
@@ -52,7 +53,7 @@ func newWSLimits(cfg Config) *wsLimits {
 
 // admit counts a new socket of snd, or refuses it (429) when the agent or
 // the person already holds the most allowed. Call release when it closes.
-func (l *wsLimits) admit(snd ingress.Sender) (release func(), _ *apiError) {
+func (l *wsLimits) admit(snd ingress.Sender) (release func(), _ *httpjson.Error) {
 	agent, person := snd.Tenant+"/"+snd.AgentID, personKey(snd)
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/services/ledger/storage"
@@ -121,18 +122,18 @@ func New(o Options) *API {
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
 
 // store returns the backend's storage once the service has started.
-func (a *API) store() (storage.Reader, *Error) {
+func (a *API) store() (storage.Reader, *httpjson.Error) {
 	if a.backend == nil {
-		return nil, newError(http.StatusServiceUnavailable, CodeNotReady, "the ledger is not available")
+		return nil, httpjson.Errorf(http.StatusServiceUnavailable, CodeNotReady, "the ledger is not available")
 	}
 	if err := a.backend.Ready(); err != nil {
-		e := newError(http.StatusServiceUnavailable, CodeNotReady, "the ledger is not ready yet; try again shortly")
-		e.RetryAfter, e.cause = 1, err
+		e := httpjson.Errorf(http.StatusServiceUnavailable, CodeNotReady, "the ledger is not ready yet; try again shortly")
+		e.RetryAfter, e.Cause = 1, err
 		return nil, e
 	}
 	st := a.backend.Storage()
 	if st == nil {
-		return nil, newError(http.StatusServiceUnavailable, CodeNotReady, "the ledger is not available")
+		return nil, httpjson.Errorf(http.StatusServiceUnavailable, CodeNotReady, "the ledger is not available")
 	}
 	return st, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/alp"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/signin"
 )
 
@@ -27,7 +28,7 @@ type reader struct {
 //
 // A web session may not make other requests: they would need CSRF
 // protection, and reading needs none of them.
-func (a *API) authenticate(r *http.Request) (reader, *Error) {
+func (a *API) authenticate(r *http.Request) (reader, *httpjson.Error) {
 	authz := r.Header.Get("Authorization")
 	if authz == "" && a.sessions != nil && hasSessionCookie(r) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -41,9 +42,9 @@ func (a *API) authenticate(r *http.Request) (reader, *Error) {
 }
 
 // bearer checks an Authorization value (HTTP header or gRPC metadata).
-func (a *API) bearer(ctx context.Context, authz string) (reader, *Error) {
+func (a *API) bearer(ctx context.Context, authz string) (reader, *httpjson.Error) {
 	if a.auth == nil {
-		return reader{}, newError(http.StatusServiceUnavailable, CodeNotReady, "credentials cannot be checked here")
+		return reader{}, httpjson.Errorf(http.StatusServiceUnavailable, CodeNotReady, "credentials cannot be checked here")
 	}
 	p, err := a.auth.Authenticate(ctx, authz, alp.ScopeRead)
 	if err != nil {
@@ -55,12 +56,12 @@ func (a *API) bearer(ctx context.Context, authz string) (reader, *Error) {
 	return reader{Tenant: p.Tenant, PersonID: p.PersonID, Via: p.Credential, AgentID: p.AgentID}, nil
 }
 
-func (a *API) session(r *http.Request) (reader, *Error) {
+func (a *API) session(r *http.Request) (reader, *httpjson.Error) {
 	s, err := a.sessions.Session(r)
 	if err != nil {
-		var se *signin.Error
+		var se *httpjson.Error
 		if errors.As(err, &se) {
-			e := newError(se.Status, se.Code, "%s", se.Message)
+			e := httpjson.Errorf(se.Status, se.Code, "%s", se.Message)
 			if se.Status == http.StatusUnauthorized {
 				e.Challenge = a.bearerChallenge(r.Context()).Challenge
 			}
@@ -75,7 +76,7 @@ func (a *API) session(r *http.Request) (reader, *Error) {
 // bearerChallenge is the 401 the authenticator gives a request without a
 // credential: it carries the WWW-Authenticate challenge with the resource
 // metadata URL, so a client learns where to get a token.
-func (a *API) bearerChallenge(ctx context.Context) *Error {
+func (a *API) bearerChallenge(ctx context.Context) *httpjson.Error {
 	if a.auth != nil {
 		if _, err := a.auth.Authenticate(ctx, "", alp.ScopeRead); err != nil {
 			if e := authError(err); e.Status == http.StatusUnauthorized {
@@ -83,17 +84,17 @@ func (a *API) bearerChallenge(ctx context.Context) *Error {
 			}
 		}
 	}
-	return &Error{Status: http.StatusUnauthorized, Code: CodeAuthRequired, Message: "a bearer token is required",
+	return &httpjson.Error{Status: http.StatusUnauthorized, Code: CodeAuthRequired, Message: "a bearer token is required",
 		Challenge: accesstoken.Challenge("", alp.ScopeRead)}
 }
 
 // authError maps an authenticator's refusal.
-func authError(err error) *Error {
+func authError(err error) *httpjson.Error {
 	var ae *agentauth.Error
 	if !errors.As(err, &ae) {
 		return internal(err, "checking the credential failed")
 	}
-	e := &Error{Status: ae.Status, Code: ae.Code, Message: ae.Description, Challenge: ae.Challenge}
+	e := &httpjson.Error{Status: ae.Status, Code: ae.Code, Message: ae.Description, Challenge: ae.Challenge}
 	if e.Code == "" {
 		e.Code = CodeAuthRequired
 	}

@@ -35,8 +35,8 @@
 //	POST /v1/ledger/proof/consistency              consistency from the signed checkpoint in the body (bearer only)
 //	GET  /v1/ledger/export                         alp-ledger-export/v1 JSON Lines, streamed as a download
 //
-// Errors are {"error":{"status","code","message"}} with the codes listed
-// in errors.go, WWW-Authenticate on 401/403 and Retry-After on 429/503.
+// Errors are problem details (httpjson) with the codes listed in
+// errors.go, WWW-Authenticate on 401/403 and Retry-After on 429/503.
 //
 // The gRPC read methods of LedgerService (grpc.go) mirror these routes for
 // services that act for a person; they take the person's bearer token in

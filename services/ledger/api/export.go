@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 )
 
@@ -25,10 +26,10 @@ const exportBatch = 512
 //
 // begin is called once the export can start (head read, keys known,
 // concurrency slot taken) and returns where to write; a transport sets
-// its headers there. An *Error returned before begin is a clean refusal;
+// its headers there. An *httpjson.Error returned before begin is a clean refusal;
 // after it (started true) the output is incomplete and the transport must
 // make that visible (abort the response, fail the stream).
-func (a *API) export(ctx context.Context, rd reader, begin func(*head) io.Writer) (started bool, _ *Error) {
+func (a *API) export(ctx context.Context, rd reader, begin func(*head) io.Writer) (started bool, _ *httpjson.Error) {
 	release, e := a.exports.acquire(rd.Tenant + "\x00" + rd.PersonID)
 	if e != nil {
 		return false, e
@@ -121,17 +122,17 @@ func newExportSlots(max, perPerson int) *exportSlots {
 
 // acquire takes a slot for person, or says why not (429 with Retry-After).
 // release gives it back; call it exactly once.
-func (s *exportSlots) acquire(person string) (release func(), _ *Error) {
+func (s *exportSlots) acquire(person string) (release func(), _ *httpjson.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.byPerson[person] >= s.perPerson:
-		e := newError(http.StatusTooManyRequests, CodeExportInProgress,
+		e := httpjson.Errorf(http.StatusTooManyRequests, CodeExportInProgress,
 			"you already have %d export(s) of your ledger running (at most %d at once); let it finish and try again", s.byPerson[person], s.perPerson)
 		e.RetryAfter = 10
 		return nil, e
 	case s.total >= s.max:
-		e := newError(http.StatusTooManyRequests, CodeTooManyExports, "too many ledgers are being exported right now; try again shortly")
+		e := httpjson.Errorf(http.StatusTooManyRequests, CodeTooManyExports, "too many ledgers are being exported right now; try again shortly")
 		e.RetryAfter = 5
 		return nil, e
 	}
@@ -193,8 +194,7 @@ func (a *API) serveExport(w http.ResponseWriter, r *http.Request) {
 		hd.Set(CheckpointHeader, b64(h.Checkpoint.Note))
 		hd.Set("Content-Type", "application/x-ndjson")
 		hd.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="alp-ledger-%s-%s-%d.jsonl"`, rd.Tenant, rd.PersonID, h.Size))
-		hd.Set("Cache-Control", "no-store")
-		hd.Set("X-Content-Type-Options", "nosniff")
+		httpjson.NoStore(hd)
 		hd.Add("Vary", "Authorization, Cookie")
 		w.WriteHeader(http.StatusOK)
 		return &deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: a.limits.ExportWriteTimeout}
@@ -206,10 +206,10 @@ func (a *API) serveExport(w http.ResponseWriter, r *http.Request) {
 	default:
 		// The status is sent: break the response off so the client sees a
 		// failed download, not a short file.
-		if errors.Is(e.cause, errClientWrite) {
-			a.log.Info("ledger api: export cut off: the client stopped reading", "tenant", rd.Tenant, "err", e.cause)
+		if errors.Is(e.Cause, errClientWrite) {
+			a.log.Info("ledger api: export cut off: the client stopped reading", "tenant", rd.Tenant, "err", e.Cause)
 		} else {
-			a.log.Error("ledger api: export broke off", "tenant", rd.Tenant, "err", e.cause)
+			a.log.Error("ledger api: export broke off", "tenant", rd.Tenant, "err", e.Cause)
 		}
 		panic(http.ErrAbortHandler)
 	}

@@ -17,6 +17,7 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 	"github.com/alpd-project/alpd/internal/signin"
@@ -358,5 +359,5 @@ func (s *fakeSessions) Session(r *http.Request) (*signin.Session, error) {
 	if sess := s.sessions[c.Value]; sess != nil {
 		return sess, nil
 	}
-	return nil, &signin.Error{Status: http.StatusUnauthorized, Code: signin.CodeSessionInvalid, Message: "the session cookie is not valid; sign in again"}
+	return nil, &httpjson.Error{Status: http.StatusUnauthorized, Code: signin.CodeSessionInvalid, Message: "the session cookie is not valid; sign in again"}
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ledgerv1 "github.com/alpd-project/alpd/gen/alp/ledger/v1"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/services/ledger/storage"
 )
 
@@ -34,11 +35,11 @@ const (
 )
 
 // grpcReader authenticates a call.
-func (a *API) grpcReader(ctx context.Context) (reader, *Error) {
+func (a *API) grpcReader(ctx context.Context) (reader, *httpjson.Error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get(MetadataAuthorization)
 	if len(vals) > 1 {
-		return reader{}, newError(http.StatusBadRequest, CodeInvalidParameter, "send one authorization value")
+		return reader{}, httpjson.Errorf(http.StatusBadRequest, CodeInvalidParameter, "send one authorization value")
 	}
 	authz := ""
 	if len(vals) == 1 {
@@ -49,9 +50,9 @@ func (a *API) grpcReader(ctx context.Context) (reader, *Error) {
 
 // grpcError turns e into a status error, with its code and challenge in
 // the trailer.
-func (a *API) grpcError(ctx context.Context, method string, e *Error) error {
-	if e.Status >= 500 && e.cause != nil {
-		a.log.Error("ledger api: read failed", "method", method, "code", e.Code, "err", e.cause)
+func (a *API) grpcError(ctx context.Context, method string, e *httpjson.Error) error {
+	if e.Status >= 500 && e.Cause != nil {
+		a.log.Error("ledger api: read failed", "method", method, "code", e.Code, "err", e.Cause)
 	}
 	md := metadata.Pairs(MetadataErrorCode, e.Code)
 	if e.Challenge != "" {

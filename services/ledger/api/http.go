@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 )
@@ -52,12 +53,12 @@ func (a *API) Routes() []httproute.Route {
 		routes = append(routes, httproute.Route{Pattern: p, Caller: httproute.AgentOrPerson, BodyLimit: httproute.NoBody,
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Allow", allow)
-				writeError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here (allowed: %s)", r.Method, allow))
+				writeError(w, httpjson.Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed here (allowed: %s)", r.Method, allow))
 			})})
 	}
 	routes = append(routes, httproute.Route{Pattern: PathHead + "/", Caller: httproute.AgentOrPerson, BodyLimit: httproute.NoBody,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, newError(http.StatusNotFound, CodeNotFound, "no such ledger endpoint"))
+			writeError(w, httpjson.Errorf(http.StatusNotFound, CodeNotFound, "no such ledger endpoint"))
 		})})
 	for i := range routes {
 		routes[i].TooLarge = tooLarge
@@ -68,10 +69,10 @@ func (a *API) Routes() []httproute.Route {
 // tooLarge answers a refused body in the ledger's error form.
 func tooLarge(w http.ResponseWriter, _ *http.Request, limit int64) {
 	if limit == 0 {
-		writeError(w, newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "this request takes no body"))
+		writeError(w, httpjson.Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "this request takes no body"))
 		return
 	}
-	writeError(w, newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "a checkpoint is at most %d bytes", ledgerlog.MaxCheckpointBytes))
+	writeError(w, httpjson.Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "a checkpoint is at most %d bytes", ledgerlog.MaxCheckpointBytes))
 }
 
 // answer writes v with the latest checkpoint in CheckpointHeader.
@@ -81,9 +82,9 @@ func answer(w http.ResponseWriter, h *head, v any) {
 }
 
 // fail writes e and logs what the reader does not see.
-func (a *API) fail(w http.ResponseWriter, r *http.Request, e *Error) {
-	if e.Status >= 500 && e.cause != nil {
-		a.log.Error("ledger api: read failed", "path", r.URL.Path, "code", e.Code, "err", e.cause)
+func (a *API) fail(w http.ResponseWriter, r *http.Request, e *httpjson.Error) {
+	if e.Status >= 500 && e.Cause != nil {
+		a.log.Error("ledger api: read failed", "path", r.URL.Path, "code", e.Code, "err", e.Cause)
 	}
 	writeError(w, e)
 }
@@ -227,15 +228,15 @@ func consistencyView(c *consistency) consistencyJSON {
 }
 
 // readHeld reads the body of a consistency request.
-func readHeld(r *http.Request) ([]byte, *Error) {
+func readHeld(r *http.Request) ([]byte, *httpjson.Error) {
 	// JSON escaping at most doubles a note's newlines; 2x is ample.
 	const limit = heldBody
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	switch {
 	case err != nil:
-		return nil, newError(http.StatusBadRequest, CodeInvalidCheckpoint, "reading the request body failed")
+		return nil, httpjson.Errorf(http.StatusBadRequest, CodeInvalidCheckpoint, "reading the request body failed")
 	case len(body) > limit:
-		return nil, newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "a checkpoint is at most %d bytes", ledgerlog.MaxCheckpointBytes)
+		return nil, httpjson.Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "a checkpoint is at most %d bytes", ledgerlog.MaxCheckpointBytes)
 	}
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
 		return body, nil
@@ -246,7 +247,7 @@ func readHeld(r *http.Request) ([]byte, *Error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil || dec.More() {
-		return nil, newError(http.StatusBadRequest, CodeInvalidCheckpoint, `the body must be {"checkpoint": "<signed note>"}`)
+		return nil, httpjson.Errorf(http.StatusBadRequest, CodeInvalidCheckpoint, `the body must be {"checkpoint": "<signed note>"}`)
 	}
 	return []byte(in.Checkpoint), nil
 }
@@ -254,7 +255,7 @@ func readHeld(r *http.Request) ([]byte, *Error) {
 // params returns the query, refusing parameters not in allowed and
 // repeated ones: a misspelt parameter must not silently read something
 // else.
-func params(r *http.Request, allowed ...string) (url.Values, *Error) {
+func params(r *http.Request, allowed ...string) (url.Values, *httpjson.Error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, badParam("the query string is malformed")
@@ -278,7 +279,7 @@ func params(r *http.Request, allowed ...string) (url.Values, *Error) {
 // sizePair reads the query's only parameters: first (required) and size
 // (optional, 0 when absent: "the latest checkpoint's", but at least 1 when
 // given).
-func sizePair(r *http.Request, first, size string) (uint64, uint64, *Error) {
+func sizePair(r *http.Request, first, size string) (uint64, uint64, *httpjson.Error) {
 	q, e := params(r, first, size)
 	if e != nil {
 		return 0, 0, e
@@ -294,7 +295,7 @@ func sizePair(r *http.Request, first, size string) (uint64, uint64, *Error) {
 	return a, b, e
 }
 
-func uintParam(q url.Values, name string, def uint64, required bool) (uint64, *Error) {
+func uintParam(q url.Values, name string, def uint64, required bool) (uint64, *httpjson.Error) {
 	if !q.Has(name) {
 		if required {
 			return 0, badParam("parameter %q is required", name)
@@ -307,7 +308,7 @@ func uintParam(q url.Values, name string, def uint64, required bool) (uint64, *E
 		return 0, badParam("parameter %q must be a decimal number", name)
 	}
 	if n > ledgerlog.MaxIndex {
-		return 0, newError(http.StatusBadRequest, CodeOutOfRange, "parameter %q is too large", name)
+		return 0, httpjson.Errorf(http.StatusBadRequest, CodeOutOfRange, "parameter %q is too large", name)
 	}
 	return n, nil
 }

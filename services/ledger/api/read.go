@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 	"github.com/alpd-project/alpd/services/ledger/storage"
 )
@@ -40,7 +41,7 @@ type head struct {
 // readHead reads the reader's log head. A log with entries but no signed
 // checkpoint yet (they are signed in batches, within a fraction of a
 // second) answers 503 checkpoint_pending: every read carries a checkpoint.
-func (a *API) readHead(ctx context.Context, rd reader) (*head, *Error) {
+func (a *API) readHead(ctx context.Context, rd reader) (*head, *httpjson.Error) {
 	st, e := a.store()
 	if e != nil {
 		return nil, e
@@ -58,7 +59,7 @@ func (a *API) readHead(ctx context.Context, rd reader) (*head, *Error) {
 		return nil, internal(fmt.Errorf("head of %s names origin %q", origin, h.Origin), "reading your ledger failed")
 	}
 	if len(h.SignedCheckpoint) == 0 {
-		e := newError(http.StatusServiceUnavailable, CodeCheckpointPending, "your newest entries are being signed; try again in a moment")
+		e := httpjson.Errorf(http.StatusServiceUnavailable, CodeCheckpointPending, "your newest entries are being signed; try again in a moment")
 		e.RetryAfter = 1
 		return nil, e
 	}
@@ -75,7 +76,7 @@ func (a *API) readHead(ctx context.Context, rd reader) (*head, *Error) {
 }
 
 // keys lists the tenant's ledger keys.
-func (h *head) keys(ctx context.Context) ([]storage.PublicKey, *Error) {
+func (h *head) keys(ctx context.Context) ([]storage.PublicKey, *httpjson.Error) {
 	ks, err := h.st.PublicKeys(ctx, h.rd.Tenant)
 	if err != nil {
 		return nil, storageError(err, "reading the ledger keys")
@@ -93,13 +94,13 @@ type page struct {
 
 // entries reads up to limit entries from index from. from == Size is an
 // empty page (a reader polling for news); beyond it is out of range.
-func (a *API) entries(ctx context.Context, rd reader, from uint64, limit int) (*page, *Error) {
+func (a *API) entries(ctx context.Context, rd reader, from uint64, limit int) (*page, *httpjson.Error) {
 	h, e := a.readHead(ctx, rd)
 	if e != nil {
 		return nil, e
 	}
 	if from > h.Size {
-		return nil, newError(http.StatusBadRequest, CodeOutOfRange, "from %d is beyond the end of your ledger (%d entries)", from, h.Size)
+		return nil, httpjson.Errorf(http.StatusBadRequest, CodeOutOfRange, "from %d is beyond the end of your ledger (%d entries)", from, h.Size)
 	}
 	p := &page{head: h}
 	n := min(uint64(limit), h.Size-from)
@@ -138,7 +139,7 @@ type inclusion struct {
 
 // inclusionProof proves entry index in the tree of treeSize entries (0:
 // the latest checkpoint's size).
-func (a *API) inclusionProof(ctx context.Context, rd reader, index, treeSize uint64) (*inclusion, *Error) {
+func (a *API) inclusionProof(ctx context.Context, rd reader, index, treeSize uint64) (*inclusion, *httpjson.Error) {
 	h, e := a.readHead(ctx, rd)
 	if e != nil {
 		return nil, e
@@ -148,7 +149,7 @@ func (a *API) inclusionProof(ctx context.Context, rd reader, index, treeSize uin
 		if index >= treeSize && index < h.Size {
 			// Proving in the signed tree is the useful default; an entry
 			// just appended is in it within moments.
-			e := newError(http.StatusServiceUnavailable, CodeCheckpointPending,
+			e := httpjson.Errorf(http.StatusServiceUnavailable, CodeCheckpointPending,
 				"entry %d is newer than the latest checkpoint (%d entries) and is being signed; try again in a moment", index, treeSize)
 			e.RetryAfter = 1
 			return nil, e
@@ -156,9 +157,9 @@ func (a *API) inclusionProof(ctx context.Context, rd reader, index, treeSize uin
 	}
 	switch {
 	case treeSize > h.Size:
-		return nil, newError(http.StatusBadRequest, CodeOutOfRange, "size %d is beyond the end of your ledger (%d entries)", treeSize, h.Size)
+		return nil, httpjson.Errorf(http.StatusBadRequest, CodeOutOfRange, "size %d is beyond the end of your ledger (%d entries)", treeSize, h.Size)
 	case index >= treeSize:
-		return nil, newError(http.StatusBadRequest, CodeOutOfRange, "entry %d is not in a tree of %d entries", index, treeSize)
+		return nil, httpjson.Errorf(http.StatusBadRequest, CodeOutOfRange, "entry %d is not in a tree of %d entries", index, treeSize)
 	}
 	hr, err := h.st.HashReader(ctx, rd.Tenant, rd.PersonID)
 	if err != nil {
@@ -194,7 +195,7 @@ type consistency struct {
 
 // consistencyProof proves that the tree of from entries is a prefix of the
 // tree of to (0: the latest checkpoint's size).
-func (a *API) consistencyProof(ctx context.Context, rd reader, from, to uint64) (*consistency, *Error) {
+func (a *API) consistencyProof(ctx context.Context, rd reader, from, to uint64) (*consistency, *httpjson.Error) {
 	h, e := a.readHead(ctx, rd)
 	if e != nil {
 		return nil, e
@@ -206,16 +207,16 @@ func (a *API) consistencyProof(ctx context.Context, rd reader, from, to uint64) 
 	case from == 0:
 		return nil, badParam("from must be at least 1: an empty tree is a prefix of every tree")
 	case to > h.Size:
-		return nil, newError(http.StatusBadRequest, CodeOutOfRange, "to %d is beyond the end of your ledger (%d entries)", to, h.Size)
+		return nil, httpjson.Errorf(http.StatusBadRequest, CodeOutOfRange, "to %d is beyond the end of your ledger (%d entries)", to, h.Size)
 	case from > to:
-		return nil, newError(http.StatusBadRequest, CodeOutOfRange, "from %d is larger than to %d", from, to)
+		return nil, httpjson.Errorf(http.StatusBadRequest, CodeOutOfRange, "from %d is larger than to %d", from, to)
 	}
 	return h.prove(ctx, from, to)
 }
 
 // prove builds and checks the proof from one size to another, both within
 // the head.
-func (h *head) prove(ctx context.Context, from, to uint64) (*consistency, *Error) {
+func (h *head) prove(ctx context.Context, from, to uint64) (*consistency, *httpjson.Error) {
 	hr, err := h.st.HashReader(ctx, h.rd.Tenant, h.rd.PersonID)
 	if err != nil {
 		return nil, storageError(err, "reading your ledger's tree")
@@ -244,7 +245,7 @@ func (h *head) prove(ctx context.Context, from, to uint64) (*consistency, *Error
 
 // root is the root of the first size entries; at the checkpoint's size it
 // must be the checkpoint's root.
-func (h *head) root(hr tlog.HashReader, size uint64) (tlog.Hash, *Error) {
+func (h *head) root(hr tlog.HashReader, size uint64) (tlog.Hash, *httpjson.Error) {
 	root, err := ledgerlog.TreeHash(hr, size)
 	if err != nil {
 		return tlog.Hash{}, internal(fmt.Errorf("root of %d entries of %s: %w", size, h.Origin, err), "reading your ledger's tree failed")
@@ -261,7 +262,7 @@ func (h *head) root(hr tlog.HashReader, size uint64) (tlog.Hash, *Error) {
 // at its size: a checkpoint we signed that the log now contradicts is
 // evidence of a rewritten history, answered as a conflict (and logged),
 // never papered over.
-func (a *API) consistencyFromHeld(ctx context.Context, rd reader, signed []byte) (*consistency, *Error) {
+func (a *API) consistencyFromHeld(ctx context.Context, rd reader, signed []byte) (*consistency, *httpjson.Error) {
 	h, e := a.readHead(ctx, rd)
 	if e != nil {
 		return nil, e
@@ -276,7 +277,7 @@ func (a *API) consistencyFromHeld(ctx context.Context, rd reader, signed []byte)
 	}
 	if held.Size > h.Size {
 		a.log.Warn("ledger: a reader holds a checkpoint larger than the log", "origin", h.Origin, "held", held.String(), "size", h.Size)
-		return nil, newError(http.StatusConflict, CodeCheckpointAhead,
+		return nil, httpjson.Errorf(http.StatusConflict, CodeCheckpointAhead,
 			"the checkpoint you hold covers %d entries but your ledger has %d: it was rolled back, or this broker has not caught up yet", held.Size, h.Size)
 	}
 	hr, err := h.st.HashReader(ctx, rd.Tenant, rd.PersonID)
@@ -289,7 +290,7 @@ func (a *API) consistencyFromHeld(ctx context.Context, rd reader, signed []byte)
 	}
 	if root != held.Root {
 		a.log.Error("ledger: a reader's signed checkpoint contradicts the log", "origin", h.Origin, "held", held.String())
-		return nil, newError(http.StatusConflict, CodeCheckpointInconsistent,
+		return nil, httpjson.Errorf(http.StatusConflict, CodeCheckpointInconsistent,
 			"your ledger's first %d entries are not the ones the checkpoint you hold vouches for: keep that checkpoint, it is evidence", held.Size)
 	}
 	c, e := h.prove(ctx, held.Size, max(h.Checkpoint.Size, held.Size))
@@ -303,9 +304,9 @@ func (a *API) consistencyFromHeld(ctx context.Context, rd reader, signed []byte)
 // openHeld verifies a reader's checkpoint under the tenant's keys that
 // are not revoked. One signed only by a revoked key is refused with its
 // own code: the key may have signed it after it leaked.
-func (h *head) openHeld(signed []byte, keys []storage.PublicKey) (ledgerlog.Checkpoint, *Error) {
+func (h *head) openHeld(signed []byte, keys []storage.PublicKey) (ledgerlog.Checkpoint, *httpjson.Error) {
 	if len(signed) == 0 {
-		return ledgerlog.Checkpoint{}, newError(http.StatusBadRequest, CodeInvalidCheckpoint, "send the signed checkpoint you hold")
+		return ledgerlog.Checkpoint{}, httpjson.Errorf(http.StatusBadRequest, CodeInvalidCheckpoint, "send the signed checkpoint you hold")
 	}
 	good, revoked, err := verifiers(keys)
 	if err != nil {
@@ -317,11 +318,11 @@ func (h *head) openHeld(signed []byte, keys []storage.PublicKey) (ledgerlog.Chec
 	}
 	if revoked != nil {
 		if _, rerr := ledgerlog.OpenCheckpoint(signed, h.Origin, revoked); rerr == nil {
-			return ledgerlog.Checkpoint{}, newError(http.StatusBadRequest, CodeCheckpointKeyRevoked,
+			return ledgerlog.Checkpoint{}, httpjson.Errorf(http.StatusBadRequest, CodeCheckpointKeyRevoked,
 				"the checkpoint you hold is signed only by a key that was revoked as compromised")
 		}
 	}
-	return ledgerlog.Checkpoint{}, newError(http.StatusBadRequest, CodeInvalidCheckpoint, "%s", trimPrefix(err))
+	return ledgerlog.Checkpoint{}, httpjson.Errorf(http.StatusBadRequest, CodeInvalidCheckpoint, "%s", trimPrefix(err))
 }
 
 // trimPrefix drops ledgerlog's "ledgerlog: " from an error shown to people.

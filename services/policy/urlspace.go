@@ -1,0 +1,18 @@
+package policy
+
+import (
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/httproute"
+)
+
+// URLSpace is policy's part of the public URL space (docs/architecture.md):
+// a person's rules and connections, and the organizations' policy sets.
+// Holding it, served or not, keeps every other service out of it.
+func URLSpace() httproute.Space {
+	return httproute.Space{Owner: envelope.ServiceName(alpv1.Role_ROLE_POLICY), Paths: []string{
+		"/v1/rules", "/v1/rules/",
+		"/v1/connections", "/v1/connections/",
+		"/v1/admin/policies/",
+	}}
+}
