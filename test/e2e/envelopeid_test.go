@@ -80,22 +80,33 @@ func pollEnvelope(t *testing.T, addr, id, token string) (int, string) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var reply struct {
+	var e struct {
+		Code string `json:"code"`
+	}
+	if c, ok := submessage(body, "alp.error"); ok && json.Unmarshal(c, &e) == nil {
+		return resp.StatusCode, e.Code
+	}
+	return resp.StatusCode, ""
+}
+
+// submessage is the content of the first submessage labeled label in the
+// JSON NLIP message body; false when there is none (or body is not one).
+func submessage(body []byte, label string) (json.RawMessage, bool) {
+	var m struct {
 		Submessages []struct {
 			Label   string          `json:"label"`
 			Content json.RawMessage `json:"content"`
 		} `json:"submessages"`
 	}
-	_ = json.Unmarshal(body, &reply)
-	for _, sm := range reply.Submessages {
-		var e struct {
-			Code string `json:"code"`
-		}
-		if sm.Label == "alp.error" && json.Unmarshal(sm.Content, &e) == nil {
-			return resp.StatusCode, e.Code
+	if json.Unmarshal(body, &m) != nil {
+		return nil, false
+	}
+	for _, sm := range m.Submessages {
+		if sm.Label == label {
+			return sm.Content, true
 		}
 	}
-	return resp.StatusCode, ""
+	return nil, false
 }
 
 // checkHostileEnvelopeID is issue 10 finding 1 against a real process:

@@ -146,26 +146,15 @@ func sendOnPath(t *testing.T, addr, token string) pathResult {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /nlip/: %d %s; want 200 with policy's decision", resp.StatusCode, body)
 	}
-	var reply struct {
-		Submessages []struct {
-			Label   string          `json:"label"`
-			Content json.RawMessage `json:"content"`
-		} `json:"submessages"`
+	c, ok := submessage(body, "alp.result")
+	if !ok {
+		t.Fatalf("POST /nlip/: no alp.result in %s", body)
 	}
-	if err := json.Unmarshal(body, &reply); err != nil {
-		t.Fatalf("POST /nlip/: %v in %s", err, body)
+	var r pathResult
+	if err := json.Unmarshal(c, &r); err != nil {
+		t.Fatalf("alp.result: %v in %s", err, c)
 	}
-	for _, sm := range reply.Submessages {
-		if sm.Label == "alp.result" {
-			var r pathResult
-			if err := json.Unmarshal(sm.Content, &r); err != nil {
-				t.Fatalf("alp.result: %v in %s", err, sm.Content)
-			}
-			return r
-		}
-	}
-	t.Fatalf("POST /nlip/: no alp.result in %s", body)
-	return pathResult{}
+	return r
 }
 
 // natsOf connects to the broker's embedded NATS on its loopback port.
