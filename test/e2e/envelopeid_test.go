@@ -12,14 +12,6 @@ import (
 	"time"
 )
 
-// signInPAT signs username in at addr's test IdP the way a browser does
-// and mints the person a personal access token with only alp.read.
-func signInPAT(t *testing.T, addr, username string) string {
-	t.Helper()
-	pat, _ := signInAgent(t, addr, username, "alp.read")
-	return pat
-}
-
 // signInAgent signs username in at addr's test IdP the way a browser does
 // and mints the person a personal access token with scopes, for an agent
 // of theirs to use. It returns the token and the person's id.

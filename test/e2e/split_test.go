@@ -209,7 +209,7 @@ func TestSplitMode(t *testing.T) {
 	// Issue 10 finding 1 with ingress as its own process: a read-only PAT
 	// from identity, then about 4,000 characters as an envelope id.
 	t.Run("hostile envelope id", func(t *testing.T) {
-		pat := signInPAT(t, c.byName["identity"].httpAddr, splitUser)
+		pat, _ := signInAgent(t, c.byName["identity"].httpAddr, splitUser, "alp.read")
 		ingress := c.byName["ingress"]
 		checkHostileEnvelopeID(t, ingress.proc, ingress.httpAddr, pat)
 	})
