@@ -21,28 +21,31 @@ import (
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/seal"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ingress"
 )
 
-type running struct {
+// rig is a broker started on the given NATS connection and stopped, checked
+// to stop cleanly, when the test ends.
+type rig struct {
 	b    *broker.Broker
 	ks   keystore.KeyStore
 	done chan error
 }
 
-func start(t *testing.T, nc *nats.Conn, reg prometheus.Registerer, name string, tenants ...string) running {
+func start(t *testing.T, nc *nats.Conn, reg prometheus.Registerer, name string, tenants ...string) rig {
 	t.Helper()
 	return startWith(t, nc, reg, keystore.NewMemory(), name, tenants...)
 }
 
-func startWith(t *testing.T, nc *nats.Conn, reg prometheus.Registerer, ks keystore.KeyStore, name string, tenants ...string) running {
+func startWith(t *testing.T, nc *nats.Conn, reg prometheus.Registerer, ks keystore.KeyStore, name string, tenants ...string) rig {
 	t.Helper()
 	b, err := broker.New(broker.Config{Name: name, Tenants: tenants}, broker.Deps{NATS: nc, KeyStore: ks, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := running{b: b, ks: ks, done: make(chan error, 1)}
+	r := rig{b: b, ks: ks, done: make(chan error, 1)}
 	go func() { r.done <- b.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -59,23 +62,8 @@ func startWith(t *testing.T, nc *nats.Conn, reg prometheus.Registerer, ks keysto
 	if err := b.StartError(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, b.Ready)
+	testkit.Eventually(t, 10*time.Second, b.Ready)
 	return r
-}
-
-func waitFor(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func submission(tenant, person, key string) ingress.Submission {
@@ -125,7 +113,7 @@ func TestMessageFlowsThroughServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	var msg *jetstream.RawStreamMsg
-	waitFor(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		msg, err = decided.GetLastMsgForSubject(ctx, "alp.decided.example_org.p1."+id)
 		return err
 	})
@@ -229,7 +217,7 @@ func TestTwoBrokersOneNATS(t *testing.T) {
 	if _, err := b.b.Ingress().Submit(ctx, submission("a.example", "p1", "")); !errors.Is(err, ingress.ErrInvalid) {
 		t.Fatalf("broker b accepted a's tenant: %v", err)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if n := streamMsgs(t, js, "TENANT_A_DECIDED"); n != 1 {
 			return fmt.Errorf("a decided %d", n)
 		}
@@ -306,7 +294,7 @@ func TestReadyzAndHealth(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
 	<-b.Started()
-	waitFor(t, 10*time.Second, b.Ready)
+	testkit.Eventually(t, 10*time.Second, b.Ready)
 	statuses := b.ServiceStatuses(ctx)
 	if len(statuses) != 6 {
 		t.Fatalf("%d services", len(statuses))

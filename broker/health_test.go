@@ -14,6 +14,7 @@ import (
 	"github.com/alpd-project/alpd/broker"
 	"github.com/alpd-project/alpd/internal/brokertest"
 	"github.com/alpd-project/alpd/internal/httpjson"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 // get fetches url with an optional Authorization header.
@@ -54,12 +55,12 @@ func TestHealthzFailsWhileNATSClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = r.NC.Flush()
-	brokertest.Eventually(t, 10*time.Second, "the server closes the connection", func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if !r.NC.IsClosed() {
 			return fmt.Errorf("connection %s", r.NC.Status())
 		}
 		return nil
-	})
+	}, "the server closes the connection")
 
 	resp, body := get(t, r.Srv.URL+"/healthz", "")
 	var e httpjson.Problem

@@ -14,6 +14,7 @@ import (
 	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 var order = []string{"ingress", "policy", "federation", "ledger", "approvals", "identity"}
@@ -95,7 +96,7 @@ func TestTraceEndpointAuthAndRateLimit(t *testing.T) {
 	defer cancel()
 	go func() { _ = b.Run(ctx) }()
 	<-b.Started()
-	waitFor(t, 10*time.Second, b.Ready)
+	testkit.Eventually(t, 10*time.Second, b.Ready)
 	srv := httptest.NewServer(b.Handler())
 	defer srv.Close()
 

@@ -24,7 +24,7 @@ import (
 )
 
 func TestRoundTrip(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	c := baseClaims()
 	tok := e.mint(t, c)
 
@@ -100,7 +100,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestMintJTIUnique(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	seen := map[string]bool{}
 	for range 50 {
 		c, err := e.ver.Verify(context.Background(), e.mint(t, baseClaims()))
@@ -115,7 +115,7 @@ func TestMintJTIUnique(t *testing.T) {
 }
 
 func TestMintMaxLifetime(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	e.iss.MaxLifetime = 5 * time.Minute
 	c, err := e.ver.Verify(context.Background(), e.mint(t, baseClaims()))
 	if err != nil {
@@ -135,15 +135,15 @@ func TestMintRefuses(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name   string
-		setup  func(*env)
+		setup  func(*rig)
 		change func(*Claims)
 		is     error
 	}{
 		{"lifetime over 10 minutes", nil, func(c *Claims) { c.Expiry = t0.Add(MaxLifetime + time.Second) }, ErrLifetime},
 		{"lifetime over 10 minutes with past iat", nil, func(c *Claims) { c.IssuedAt = t0.Add(-time.Hour); c.Expiry = t0.Add(time.Minute) }, ErrLifetime},
 		{"expiry before iat", nil, func(c *Claims) { c.IssuedAt = t0.Add(-time.Minute); c.Expiry = t0.Add(-2 * time.Minute) }, ErrLifetime},
-		{"MaxLifetime over cap", func(e *env) { e.iss.MaxLifetime = 11 * time.Minute }, nil, ErrMisconfigured},
-		{"no key store", func(e *env) { e.iss.Keys = nil }, nil, ErrMisconfigured},
+		{"MaxLifetime over cap", func(e *rig) { e.iss.MaxLifetime = 11 * time.Minute }, nil, ErrMisconfigured},
+		{"no key store", func(e *rig) { e.iss.Keys = nil }, nil, ErrMisconfigured},
 		{"tenant without issuer", nil, func(c *Claims) { c.Tenant = "unknown.example" }, ErrMisconfigured},
 		{"issuer mismatch", nil, func(c *Claims) { c.Issuer = "https://evil.example" }, nil},
 		{"no subject", nil, func(c *Claims) { c.Subject = "" }, nil},
@@ -159,13 +159,13 @@ func TestMintRefuses(t *testing.T) {
 		{"scope with quote", nil, func(c *Claims) { c.Scopes = []string{`a"b`} }, nil},
 		{"iat in the future", nil, func(c *Claims) { c.IssuedAt = t0.Add(time.Minute) }, nil},
 		{"expired already", nil, func(c *Claims) { c.IssuedAt = t0.Add(-5 * time.Minute); c.Expiry = t0 }, nil},
-		{"no active key", func(e *env) {
+		{"no active key", func(e *rig) {
 			_ = e.ks.Revoke(ctx, tenantA, Purpose, e.keyA.KeyID, time.Time{})
 		}, nil, keystore.ErrNoActiveKey},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newRig(t)
 			if tt.setup != nil {
 				tt.setup(e)
 			}
@@ -198,7 +198,7 @@ func (r *racingStore) Active(ctx context.Context, tenant string, p alpv1.KeyPurp
 }
 
 func TestMintRetriesAfterRotation(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	e.iss.Keys = &racingStore{KeyStore: e.ks}
 	tok := e.mint(t, baseClaims())
 	active, err := e.ks.Active(context.Background(), tenantA, Purpose)
@@ -224,27 +224,27 @@ func TestVerifyRejects(t *testing.T) {
 	ctx := context.Background()
 	type tc struct {
 		name  string
-		token func(t *testing.T, e *env) string
+		token func(t *testing.T, e *rig) string
 		is    error
 		code  string
 		desc  string // substring of the description, if set
 	}
-	withPayload := func(change func(e *env, p map[string]any)) func(*testing.T, *env) string {
-		return func(t *testing.T, e *env) string {
+	withPayload := func(change func(e *rig, p map[string]any)) func(*testing.T, *rig) string {
+		return func(t *testing.T, e *rig) string {
 			p := e.payload()
 			change(e, p)
 			return forge(t, edHeader(e.keyA.KeyID), p, e.signer(t, tenantA, e.keyA))
 		}
 	}
-	withHeader := func(change func(h map[string]any)) func(*testing.T, *env) string {
-		return func(t *testing.T, e *env) string {
+	withHeader := func(change func(h map[string]any)) func(*testing.T, *rig) string {
+		return func(t *testing.T, e *rig) string {
 			h := edHeader(e.keyA.KeyID)
 			change(h)
 			return forge(t, h, e.payload(), e.signer(t, tenantA, e.keyA))
 		}
 	}
-	minted := func(change func(*Claims), after func(*env)) func(*testing.T, *env) string {
-		return func(t *testing.T, e *env) string {
+	minted := func(change func(*Claims), after func(*rig)) func(*testing.T, *rig) string {
+		return func(t *testing.T, e *rig) string {
 			c := baseClaims()
 			if change != nil {
 				change(&c)
@@ -259,32 +259,32 @@ func TestVerifyRejects(t *testing.T) {
 
 	tests := []tc{
 		// Form.
-		{name: "empty", token: func(*testing.T, *env) string { return "" }, is: ErrMalformed},
-		{name: "garbage", token: func(*testing.T, *env) string { return "not-a-token" }, is: ErrMalformed},
-		{name: "two parts", token: func(*testing.T, *env) string { return "eyJhbGciOiJFZERTQSJ9.e30" }, is: ErrMalformed},
-		{name: "bad base64", token: func(*testing.T, *env) string { return "!!!.@@@.###" }, is: ErrMalformed},
-		{name: "too long", token: func(*testing.T, *env) string { return strings.Repeat("a", MaxTokenLength+1) }, is: ErrMalformed},
-		{name: "JSON serialization", token: func(t *testing.T, e *env) string {
+		{name: "empty", token: func(*testing.T, *rig) string { return "" }, is: ErrMalformed},
+		{name: "garbage", token: func(*testing.T, *rig) string { return "not-a-token" }, is: ErrMalformed},
+		{name: "two parts", token: func(*testing.T, *rig) string { return "eyJhbGciOiJFZERTQSJ9.e30" }, is: ErrMalformed},
+		{name: "bad base64", token: func(*testing.T, *rig) string { return "!!!.@@@.###" }, is: ErrMalformed},
+		{name: "too long", token: func(*testing.T, *rig) string { return strings.Repeat("a", MaxTokenLength+1) }, is: ErrMalformed},
+		{name: "JSON serialization", token: func(t *testing.T, e *rig) string {
 			return `{"payload":"e30","protected":"eyJhbGciOiJFZERTQSJ9","signature":"AA"}`
 		}, is: ErrMalformed},
-		{name: "payload not JSON", token: func(t *testing.T, e *env) string {
+		{name: "payload not JSON", token: func(t *testing.T, e *rig) string {
 			h, _ := jsonB64(edHeader(e.keyA.KeyID))
 			input := h + "." + b64([]byte("not json"))
 			return input + "." + b64(e.signer(t, tenantA, e.keyA)([]byte(input)))
 		}, is: ErrMalformed},
 
 		// Algorithms.
-		{name: "alg none", token: func(t *testing.T, e *env) string {
+		{name: "alg none", token: func(t *testing.T, e *rig) string {
 			return forge(t, map[string]any{"alg": "none", "typ": "at+jwt", "kid": e.keyA.KeyID}, e.payload(), nil)
 		}, is: ErrBadAlgorithm},
-		{name: "alg HS256 keyed with the public key", token: func(t *testing.T, e *env) string {
+		{name: "alg HS256 keyed with the public key", token: func(t *testing.T, e *rig) string {
 			return forge(t, map[string]any{"alg": "HS256", "typ": "at+jwt", "kid": e.keyA.KeyID}, e.payload(), func(in []byte) []byte {
 				m := hmac.New(sha256.New, e.keyA.PublicKey)
 				m.Write(in)
 				return m.Sum(nil)
 			})
 		}, is: ErrBadAlgorithm},
-		{name: "alg RS256", token: func(t *testing.T, e *env) string {
+		{name: "alg RS256", token: func(t *testing.T, e *rig) string {
 			k, err := rsa.GenerateKey(rand.Reader, 2048)
 			if err != nil {
 				t.Fatal(err)
@@ -298,7 +298,7 @@ func TestVerifyRejects(t *testing.T) {
 				return sig
 			})
 		}, is: ErrBadAlgorithm},
-		{name: "alg ES256", token: func(t *testing.T, e *env) string {
+		{name: "alg ES256", token: func(t *testing.T, e *rig) string {
 			k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 			if err != nil {
 				t.Fatal(err)
@@ -328,14 +328,14 @@ func TestVerifyRejects(t *testing.T) {
 		{name: "unknown kid", token: withHeader(func(h map[string]any) { h["kid"] = "token-aaaaaaaaaaaaa" }), is: ErrUnknownKey},
 
 		// Keys and signatures.
-		{name: "kid of another tenant", token: func(t *testing.T, e *env) string {
+		{name: "kid of another tenant", token: func(t *testing.T, e *rig) string {
 			// Claims say tenant A, signed by tenant B's key and naming it.
 			return forge(t, edHeader(e.keyB.KeyID), e.payload(), e.signer(t, tenantB, e.keyB))
 		}, is: ErrUnknownKey},
-		{name: "kid of tenant A but signed by tenant B", token: func(t *testing.T, e *env) string {
+		{name: "kid of tenant A but signed by tenant B", token: func(t *testing.T, e *rig) string {
 			return forge(t, edHeader(e.keyA.KeyID), e.payload(), e.signer(t, tenantB, e.keyB))
 		}, is: ErrBadSignature},
-		{name: "tenant claim switched to B", token: func(t *testing.T, e *env) string {
+		{name: "tenant claim switched to B", token: func(t *testing.T, e *rig) string {
 			tok := e.mint(t, baseClaims())
 			parts := strings.Split(tok, ".")
 			p := decodeSegment(t, parts[1])
@@ -343,7 +343,7 @@ func TestVerifyRejects(t *testing.T) {
 			ps, _ := jsonB64(p)
 			return parts[0] + "." + ps + "." + parts[2]
 		}, is: ErrUnknownKey},
-		{name: "tampered payload", token: func(t *testing.T, e *env) string {
+		{name: "tampered payload", token: func(t *testing.T, e *rig) string {
 			tok := e.mint(t, baseClaims())
 			parts := strings.Split(tok, ".")
 			p := decodeSegment(t, parts[1])
@@ -351,7 +351,7 @@ func TestVerifyRejects(t *testing.T) {
 			ps, _ := jsonB64(p)
 			return parts[0] + "." + ps + "." + parts[2]
 		}, is: ErrBadSignature},
-		{name: "tampered signature", token: func(t *testing.T, e *env) string {
+		{name: "tampered signature", token: func(t *testing.T, e *rig) string {
 			tok := e.mint(t, baseClaims())
 			b := []byte(tok)
 			i := len(b) - 5
@@ -362,16 +362,16 @@ func TestVerifyRejects(t *testing.T) {
 			}
 			return string(b)
 		}, is: ErrBadSignature},
-		{name: "signature stripped", token: func(t *testing.T, e *env) string {
+		{name: "signature stripped", token: func(t *testing.T, e *rig) string {
 			tok := e.mint(t, baseClaims())
 			return tok[:strings.LastIndex(tok, ".")+1]
 		}, is: ErrBadSignature},
-		{name: "revoked key", token: minted(nil, func(e *env) {
+		{name: "revoked key", token: minted(nil, func(e *rig) {
 			if err := e.ks.Revoke(ctx, tenantA, Purpose, e.keyA.KeyID, time.Time{}); err != nil {
 				panic(err)
 			}
 		}), is: ErrKeyRevoked},
-		{name: "key revoked after the token was signed", token: minted(nil, func(e *env) {
+		{name: "key revoked after the token was signed", token: minted(nil, func(e *rig) {
 			// Even a compromise instant after iat voids the token: a
 			// forger with the key can write any iat.
 			e.clock.Add(time.Minute)
@@ -379,68 +379,68 @@ func TestVerifyRejects(t *testing.T) {
 				panic(err)
 			}
 		}), is: ErrKeyRevoked},
-		{name: "tenant not accepted by this verifier", token: func(t *testing.T, e *env) string {
+		{name: "tenant not accepted by this verifier", token: func(t *testing.T, e *rig) string {
 			c := baseClaims()
 			c.Tenant = tenantC
 			return e.mint(t, c)
 		}, is: ErrWrongIssuer},
-		{name: "key store unavailable", token: minted(nil, func(e *env) { e.ver.Keys = failingKeys{} }), is: ErrUnavailable, code: CodeTemporarilyUnavailable},
+		{name: "key store unavailable", token: minted(nil, func(e *rig) { e.ver.Keys = failingKeys{} }), is: ErrUnavailable, code: CodeTemporarilyUnavailable},
 
 		// Claims.
-		{name: "wrong issuer", token: withPayload(func(_ *env, p map[string]any) { p["iss"] = issuerB }), is: ErrWrongIssuer},
+		{name: "wrong issuer", token: withPayload(func(_ *rig, p map[string]any) { p["iss"] = issuerB }), is: ErrWrongIssuer},
 		{name: "wrong audience", token: minted(func(c *Claims) { c.Audience = "https://other.example/mcp" }, nil), is: ErrWrongAudience},
 		{name: "audience with trailing slash", token: minted(func(c *Claims) { c.Audience = resource + "/" }, nil), is: ErrWrongAudience},
-		{name: "two audiences", token: withPayload(func(_ *env, p map[string]any) { p["aud"] = []string{resource, "https://other.example"} }), is: ErrWrongAudience},
-		{name: "empty audience list", token: withPayload(func(_ *env, p map[string]any) { p["aud"] = []string{} }), is: ErrWrongAudience},
-		{name: "audience list of numbers", token: withPayload(func(_ *env, p map[string]any) { p["aud"] = []int{1} }), is: ErrMalformed},
-		{name: "audience a number", token: withPayload(func(_ *env, p map[string]any) { p["aud"] = 7 }), is: ErrMalformed},
-		{name: "bad class", token: withPayload(func(_ *env, p map[string]any) { p["class"] = "admin" }), is: ErrMalformed},
-		{name: "class wrong case", token: withPayload(func(_ *env, p map[string]any) { p["class"] = "Company" }), is: ErrMalformed},
-		{name: "claim of wrong type", token: withPayload(func(_ *env, p map[string]any) { p["sub"] = 12 }), is: ErrMalformed},
-		{name: "fractional exp", token: withPayload(func(_ *env, p map[string]any) { p["exp"] = 1.5e9 + 0.5 }), is: ErrMalformed},
+		{name: "two audiences", token: withPayload(func(_ *rig, p map[string]any) { p["aud"] = []string{resource, "https://other.example"} }), is: ErrWrongAudience},
+		{name: "empty audience list", token: withPayload(func(_ *rig, p map[string]any) { p["aud"] = []string{} }), is: ErrWrongAudience},
+		{name: "audience list of numbers", token: withPayload(func(_ *rig, p map[string]any) { p["aud"] = []int{1} }), is: ErrMalformed},
+		{name: "audience a number", token: withPayload(func(_ *rig, p map[string]any) { p["aud"] = 7 }), is: ErrMalformed},
+		{name: "bad class", token: withPayload(func(_ *rig, p map[string]any) { p["class"] = "admin" }), is: ErrMalformed},
+		{name: "class wrong case", token: withPayload(func(_ *rig, p map[string]any) { p["class"] = "Company" }), is: ErrMalformed},
+		{name: "claim of wrong type", token: withPayload(func(_ *rig, p map[string]any) { p["sub"] = 12 }), is: ErrMalformed},
+		{name: "fractional exp", token: withPayload(func(_ *rig, p map[string]any) { p["exp"] = 1.5e9 + 0.5 }), is: ErrMalformed},
 
 		// Times.
-		{name: "expired", token: minted(nil, func(e *env) { e.clock.Add(MaxLifetime + DefaultLeeway) }), is: ErrExpired, desc: "expired"},
-		{name: "issued in the future", token: withPayload(func(e *env, p map[string]any) {
+		{name: "expired", token: minted(nil, func(e *rig) { e.clock.Add(MaxLifetime + DefaultLeeway) }), is: ErrExpired, desc: "expired"},
+		{name: "issued in the future", token: withPayload(func(e *rig, p map[string]any) {
 			p["iat"] = e.clock.Now().Add(DefaultLeeway + time.Second).Unix()
 			p["exp"] = p["iat"].(int64) + 60
 		}), is: ErrNotYetValid},
-		{name: "nbf in the future", token: withPayload(func(e *env, p map[string]any) { p["nbf"] = e.clock.Now().Add(2 * time.Minute).Unix() }), is: ErrNotYetValid},
-		{name: "lifetime over 10 minutes", token: withPayload(func(e *env, p map[string]any) { p["exp"] = p["iat"].(int64) + 601 }), is: ErrLifetime},
-		{name: "lifetime zero", token: withPayload(func(e *env, p map[string]any) { p["exp"] = p["iat"] }), is: ErrLifetime},
-		{name: "exp before iat", token: withPayload(func(e *env, p map[string]any) { p["exp"] = p["iat"].(int64) - 10 }), is: ErrLifetime},
-		{name: "huge exp", token: withPayload(func(e *env, p map[string]any) { p["exp"] = int64(1) << 62 }), is: ErrLifetime},
+		{name: "nbf in the future", token: withPayload(func(e *rig, p map[string]any) { p["nbf"] = e.clock.Now().Add(2 * time.Minute).Unix() }), is: ErrNotYetValid},
+		{name: "lifetime over 10 minutes", token: withPayload(func(e *rig, p map[string]any) { p["exp"] = p["iat"].(int64) + 601 }), is: ErrLifetime},
+		{name: "lifetime zero", token: withPayload(func(e *rig, p map[string]any) { p["exp"] = p["iat"] }), is: ErrLifetime},
+		{name: "exp before iat", token: withPayload(func(e *rig, p map[string]any) { p["exp"] = p["iat"].(int64) - 10 }), is: ErrLifetime},
+		{name: "huge exp", token: withPayload(func(e *rig, p map[string]any) { p["exp"] = int64(1) << 62 }), is: ErrLifetime},
 
 		// Revocation.
-		{name: "revoked grant", token: minted(nil, func(e *env) { e.rev.grants[tenantA+"/grant-9"] = "grant withdrawn by person" }), is: ErrRevoked, desc: "grant withdrawn by person"},
-		{name: "grant of same id in other tenant is not ours", token: minted(func(c *Claims) { c.Tenant = tenantB }, func(e *env) {
+		{name: "revoked grant", token: minted(nil, func(e *rig) { e.rev.grants[tenantA+"/grant-9"] = "grant withdrawn by person" }), is: ErrRevoked, desc: "grant withdrawn by person"},
+		{name: "grant of same id in other tenant is not ours", token: minted(func(c *Claims) { c.Tenant = tenantB }, func(e *rig) {
 			e.rev.grants[tenantB+"/grant-9"] = "withdrawn"
 		}), is: ErrRevoked},
-		{name: "person revoked after issuedAt", token: minted(nil, func(e *env) {
+		{name: "person revoked after issuedAt", token: minted(nil, func(e *rig) {
 			e.clock.Add(time.Minute)
 			e.rev.persons[tenantA+"/person-7f3a"] = e.clock.Now()
 		}), is: ErrRevoked},
-		{name: "stale revocation projection", token: minted(nil, func(e *env) { e.rev.stale = errors.New("projection 5m behind") }), is: ErrStale, code: CodeTemporarilyUnavailable},
-		{name: "stale even if revoked", token: minted(nil, func(e *env) {
+		{name: "stale revocation projection", token: minted(nil, func(e *rig) { e.rev.stale = errors.New("projection 5m behind") }), is: ErrStale, code: CodeTemporarilyUnavailable},
+		{name: "stale even if revoked", token: minted(nil, func(e *rig) {
 			e.rev.stale = errors.New("behind")
 			e.rev.grants[tenantA+"/grant-9"] = "withdrawn"
 		}), is: ErrStale, code: CodeTemporarilyUnavailable},
 
 		// Configuration: fail closed.
-		{name: "no revocation checker", token: minted(nil, func(e *env) { e.ver.Revocations = nil }), is: ErrMisconfigured, code: CodeServerError},
-		{name: "no resource", token: minted(nil, func(e *env) { e.ver.Resource = "" }), is: ErrMisconfigured, code: CodeServerError},
-		{name: "no keys", token: minted(nil, func(e *env) { e.ver.Keys = nil }), is: ErrMisconfigured, code: CodeServerError},
-		{name: "leeway too large", token: minted(nil, func(e *env) { e.ver.Leeway = time.Hour }), is: ErrMisconfigured, code: CodeServerError},
+		{name: "no revocation checker", token: minted(nil, func(e *rig) { e.ver.Revocations = nil }), is: ErrMisconfigured, code: CodeServerError},
+		{name: "no resource", token: minted(nil, func(e *rig) { e.ver.Resource = "" }), is: ErrMisconfigured, code: CodeServerError},
+		{name: "no keys", token: minted(nil, func(e *rig) { e.ver.Keys = nil }), is: ErrMisconfigured, code: CodeServerError},
+		{name: "leeway too large", token: minted(nil, func(e *rig) { e.ver.Leeway = time.Hour }), is: ErrMisconfigured, code: CodeServerError},
 	}
 	for _, claim := range []string{"iss", "sub", "aud", "exp", "iat", "jti", "client_id", "tenant", "agent", "grant", "class"} {
-		tests = append(tests, tc{name: "missing " + claim, token: withPayload(func(_ *env, p map[string]any) { delete(p, claim) }), is: ErrMalformed})
+		tests = append(tests, tc{name: "missing " + claim, token: withPayload(func(_ *rig, p map[string]any) { delete(p, claim) }), is: ErrMalformed})
 		if claim != "exp" && claim != "iat" {
-			tests = append(tests, tc{name: "empty " + claim, token: withPayload(func(_ *env, p map[string]any) { p[claim] = "" }), is: ErrMalformed})
+			tests = append(tests, tc{name: "empty " + claim, token: withPayload(func(_ *rig, p map[string]any) { p[claim] = "" }), is: ErrMalformed})
 		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newRig(t)
 			tok := tt.token(t, e)
 			claims, err := e.ver.Verify(ctx, tok)
 			if err == nil {
@@ -480,39 +480,39 @@ func TestVerifyAccepts(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name  string
-		token func(t *testing.T, e *env) string
+		token func(t *testing.T, e *rig) string
 	}{
-		{"typ application/at+jwt", func(t *testing.T, e *env) string {
+		{"typ application/at+jwt", func(t *testing.T, e *rig) string {
 			h := edHeader(e.keyA.KeyID)
 			h["typ"] = "application/AT+JWT"
 			return forge(t, h, e.payload(), e.signer(t, tenantA, e.keyA))
 		}},
-		{"aud as one-element array", func(t *testing.T, e *env) string {
+		{"aud as one-element array", func(t *testing.T, e *rig) string {
 			p := e.payload()
 			p["aud"] = []string{resource}
 			return forge(t, edHeader(e.keyA.KeyID), p, e.signer(t, tenantA, e.keyA))
 		}},
-		{"exactly 10 minutes", func(t *testing.T, e *env) string {
+		{"exactly 10 minutes", func(t *testing.T, e *rig) string {
 			p := e.payload()
 			p["exp"] = p["iat"].(int64) + 600
 			return forge(t, edHeader(e.keyA.KeyID), p, e.signer(t, tenantA, e.keyA))
 		}},
-		{"iat within leeway in the future", func(t *testing.T, e *env) string {
+		{"iat within leeway in the future", func(t *testing.T, e *rig) string {
 			p := e.payload()
 			p["iat"] = p["iat"].(int64) + 20
 			return forge(t, edHeader(e.keyA.KeyID), p, e.signer(t, tenantA, e.keyA))
 		}},
-		{"nbf in the past", func(t *testing.T, e *env) string {
+		{"nbf in the past", func(t *testing.T, e *rig) string {
 			p := e.payload()
 			p["nbf"] = p["iat"]
 			return forge(t, edHeader(e.keyA.KeyID), p, e.signer(t, tenantA, e.keyA))
 		}},
-		{"expired within leeway", func(t *testing.T, e *env) string {
+		{"expired within leeway", func(t *testing.T, e *rig) string {
 			tok := e.mint(t, baseClaims())
 			e.clock.Add(MaxLifetime + DefaultLeeway - time.Second)
 			return tok
 		}},
-		{"retired key still verifies", func(t *testing.T, e *env) string {
+		{"retired key still verifies", func(t *testing.T, e *rig) string {
 			tok := e.mint(t, baseClaims())
 			if _, err := e.ks.Rotate(ctx, tenantA, Purpose); err != nil {
 				t.Fatal(err)
@@ -520,24 +520,24 @@ func TestVerifyAccepts(t *testing.T) {
 			e.clock.Add(5 * time.Minute)
 			return tok
 		}},
-		{"explicitly retired key", func(t *testing.T, e *env) string {
+		{"explicitly retired key", func(t *testing.T, e *rig) string {
 			tok := e.mint(t, baseClaims())
 			if err := e.ks.Retire(ctx, tenantA, Purpose, e.keyA.KeyID); err != nil {
 				t.Fatal(err)
 			}
 			return tok
 		}},
-		{"person revoked before issuedAt", func(t *testing.T, e *env) string {
+		{"person revoked before issuedAt", func(t *testing.T, e *rig) string {
 			// The person's earlier tokens were revoked; this one was issued
 			// after that (e.g. after a new sign-in) and is good.
 			e.rev.persons[tenantA+"/person-7f3a"] = e.clock.Now().Add(-time.Second)
 			return e.mint(t, baseClaims())
 		}},
-		{"other grant revoked", func(t *testing.T, e *env) string {
+		{"other grant revoked", func(t *testing.T, e *rig) string {
 			e.rev.grants[tenantA+"/grant-other"] = "withdrawn"
 			return e.mint(t, baseClaims())
 		}},
-		{"unknown extra claims ignored", func(t *testing.T, e *env) string {
+		{"unknown extra claims ignored", func(t *testing.T, e *rig) string {
 			p := e.payload()
 			p["auth_time"] = p["iat"]
 			return forge(t, edHeader(e.keyA.KeyID), p, e.signer(t, tenantA, e.keyA))
@@ -545,7 +545,7 @@ func TestVerifyAccepts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newRig(t)
 			tok := tt.token(t, e)
 			if _, err := e.ver.Verify(ctx, tok); err != nil {
 				t.Fatalf("Verify: %v", err)
@@ -556,7 +556,7 @@ func TestVerifyAccepts(t *testing.T) {
 
 func TestVerifyLeewayAndStaleness(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newRig(t)
 	e.ver.Leeway = -1 // none
 	e.ver.MaxStaleness = 7 * time.Second
 	tok := e.mint(t, baseClaims())
@@ -588,7 +588,7 @@ func TestVerifyLeewayAndStaleness(t *testing.T) {
 
 func TestVerifyConcurrentWithRotation(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newRig(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for g := range 8 {
@@ -721,7 +721,7 @@ func TestOpaqueSigner(t *testing.T) {
 	if _, err := NewOpaqueSigner(notEd25519{k}, "x"); err == nil {
 		t.Error("accepted an ECDSA signer")
 	}
-	e := newEnv(t)
+	e := newRig(t)
 	s, err := e.ks.Signer(context.Background(), tenantA, Purpose, e.keyA.KeyID)
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ var sinkBool bool
 // checks, revocation lookup) and, in the same run, the no-auth floor; it
 // reports both and their ratio.
 func BenchmarkVerify(b *testing.B) {
-	e := newEnv(b)
+	e := newRig(b)
 	e.clock.Set(time.Now())
 	tok := e.mint(b, baseClaims())
 	ctx := context.Background()
@@ -52,7 +52,7 @@ func BenchmarkVerify(b *testing.B) {
 // BenchmarkMint is for reference (minting happens once per token, not per
 // request).
 func BenchmarkMint(b *testing.B) {
-	e := newEnv(b)
+	e := newRig(b)
 	e.clock.Set(time.Now())
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -72,7 +72,7 @@ func (f *fakeRevocations) Fresh(maxStaleness time.Duration) error {
 	return f.stale
 }
 
-type env struct {
+type rig struct {
 	ks    *keystore.MemoryStore
 	clock *clock
 	rev   *fakeRevocations
@@ -83,10 +83,10 @@ type env struct {
 	keyC  keystore.KeyInfo
 }
 
-func newEnv(t testing.TB) *env {
+func newRig(t testing.TB) *rig {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{ks: keystore.NewMemory(), clock: &clock{t: t0}, rev: newFakeRevocations()}
+	e := &rig{ks: keystore.NewMemory(), clock: &clock{t: t0}, rev: newFakeRevocations()}
 	var err error
 	for _, k := range []struct {
 		tenant string
@@ -124,7 +124,7 @@ func baseClaims() Claims {
 	}
 }
 
-func (e *env) mint(t testing.TB, c Claims) string {
+func (e *rig) mint(t testing.TB, c Claims) string {
 	t.Helper()
 	tok, err := e.iss.Mint(context.Background(), c)
 	if err != nil {
@@ -135,7 +135,7 @@ func (e *env) mint(t testing.TB, c Claims) string {
 
 // payload is the claims of a valid token of tenant A issued now, as a map
 // that tests can change before forging.
-func (e *env) payload() map[string]any {
+func (e *rig) payload() map[string]any {
 	now := e.clock.Now().Unix()
 	return map[string]any{
 		"iss": issuerA, "sub": "person-7f3a", "aud": resource,
@@ -151,7 +151,7 @@ func edHeader(kid string) map[string]any {
 
 // signer returns a function signing with the key store's signer for the
 // key, the way a forger holding the key (or a buggy issuer) would.
-func (e *env) signer(t testing.TB, tenant string, key keystore.KeyInfo) func([]byte) []byte {
+func (e *rig) signer(t testing.TB, tenant string, key keystore.KeyInfo) func([]byte) []byte {
 	t.Helper()
 	s, err := e.ks.Signer(context.Background(), tenant, Purpose, key.KeyID)
 	if err != nil {

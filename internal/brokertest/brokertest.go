@@ -19,6 +19,7 @@ import (
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/identity"
 )
 
@@ -74,7 +75,7 @@ func StartLogged(t testing.TB, cfg broker.Config, log *slog.Logger) *Rig {
 	r := &Rig{B: b, KS: ks, NC: nc, cfg: cfg, clients: map[string]bool{}}
 	r.Srv = httptest.NewServer(b.Handler())
 	t.Cleanup(r.Srv.Close)
-	Eventually(t, 20*time.Second, "broker ready", b.Ready)
+	testkit.Eventually(t, 20*time.Second, b.Ready, "broker ready")
 	return r
 }
 
@@ -115,10 +116,10 @@ func (r *Rig) Agent(t testing.TB, tenant, subject, address, agentID string, scop
 	a := Agent{Person: p, Grant: g, AgentID: agentID}
 	a.Token = r.Mint(t, a, accesstoken.ClassConsumer, scopes...)
 	if in := r.B.Ingress(); in != nil {
-		Eventually(t, 10*time.Second, "ingress accepts the token", func() error {
+		testkit.Eventually(t, 10*time.Second, func() error {
 			_, err := in.Authenticator().Authenticate(ctx, "Bearer "+a.Token)
 			return err
-		})
+		}, "ingress accepts the token")
 	}
 	return a
 }
@@ -134,20 +135,4 @@ func (r *Rig) Mint(t testing.TB, a Agent, class string, scopes ...string) string
 		t.Fatal(err)
 	}
 	return tok
-}
-
-// Eventually retries f until it succeeds or d has passed.
-func Eventually(t testing.TB, d time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -19,6 +19,7 @@ import (
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/natstest"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 const tenant = "example.org"
@@ -62,21 +63,6 @@ func ensure(t testing.TB, b *Bus, spec StreamSpec) jetstream.Stream {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func waitFor(t testing.TB, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestSubject(t *testing.T) {
@@ -229,7 +215,7 @@ func TestWorkQueueSourcedFromEventLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		info, err := wq.Info(ctx)
 		if err != nil {
 			return err
@@ -262,7 +248,7 @@ func TestRedeliveryAfterDedupeWindowAppliedOnce(t *testing.T) {
 	if _, err := b.Publish(ctx, "alp.send.example_org.p", ev); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if handled.Load() != 1 {
 			return fmt.Errorf("handled %d", handled.Load())
 		}
@@ -273,7 +259,7 @@ func TestRedeliveryAfterDedupeWindowAppliedOnce(t *testing.T) {
 	if err != nil || ack.Duplicate {
 		t.Fatalf("republish after window: %+v %v (want stored again)", ack, err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if n := testutil.ToFloat64(b.metrics.duplicates.WithLabelValues(c.Name())); n != 1 {
 			return fmt.Errorf("duplicates skipped %v", n)
 		}
@@ -323,7 +309,7 @@ func TestPoisonMessageDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		info, err := dls.Info(ctx)
 		if err != nil {
 			return err
@@ -436,7 +422,7 @@ func TestConsumerResumesAfterNATSRestart(t *testing.T) {
 		}
 	}
 	publish("before")
-	waitFor(t, 5*time.Second, count(1))
+	testkit.Eventually(t, 5*time.Second, count(1))
 
 	s.Shutdown()
 	s.WaitForShutdown()
@@ -445,8 +431,8 @@ func TestConsumerResumesAfterNATSRestart(t *testing.T) {
 	defer s.Shutdown()
 
 	publish("after")
-	waitFor(t, 20*time.Second, count(2))
-	waitFor(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 20*time.Second, count(2))
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if !c.Ready() {
 			return errors.New("consumer not ready")
 		}
@@ -484,7 +470,7 @@ func TestGracefulDrainOnCancel(t *testing.T) {
 	if handled.Load() != 1 {
 		t.Fatalf("in-flight message not finished on shutdown: %d", handled.Load())
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		cons, err := b.js.Consumer(ctx, b.StreamName("send"), c.Name())
 		if err != nil {
 			return err
@@ -539,7 +525,7 @@ func TestForbiddenProducerDeadLettered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if n := testutil.ToFloat64(b.metrics.forbiddenProducer.WithLabelValues(c.Name())); n != 1 {
 			return fmt.Errorf("forbidden producer count %v", n)
 		}
@@ -605,7 +591,7 @@ func TestLateSourceStartsAtTheBeginning(t *testing.T) {
 	if _, err := b.js.Publish(ctx, "alp.other.example_org.x", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		info, err := q.Info(ctx)
 		if err != nil || info.State.Msgs != 1 {
 			return fmt.Errorf("queue state %+v, %v", info.State, err)
@@ -617,7 +603,7 @@ func TestLateSourceStartsAtTheBeginning(t *testing.T) {
 	}
 	queue.Sources["send"] = "alp.send.>"
 	q = ensure(t, b, queue)
-	waitFor(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		info, err := q.Info(ctx)
 		if err != nil || info.State.Msgs != 1 {
 			return fmt.Errorf("the early send message did not reach the queue: %+v, %v", info.State, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 func registerDCR(t *testing.T, s *Store, tn, id string) Client {
@@ -26,7 +27,7 @@ func registerDCR(t *testing.T, s *Store, tn, id string) Client {
 // finding 6).
 func TestDynamicClientsNeverUsedExpire(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	a, b := e.open(t), e.open(t)
 	ctx := ctxT(t)
 	unused := registerDCR(t, a, tenant, "dcr_unused")
@@ -49,7 +50,7 @@ func TestDynamicClientsNeverUsedExpire(t *testing.T) {
 	if k := e.kinds(t); k["client_first_used"] != 1 {
 		t.Fatalf("first use recorded %d times: %v", k["client_first_used"], k)
 	}
-	eventually(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if c, _ := a.Client(tenant, "dcr_used"); c.FirstUsed.IsZero() {
 			return errors.New("replica a does not see the first use")
 		}
@@ -91,7 +92,7 @@ func TestDynamicClientsNeverUsedExpire(t *testing.T) {
 	if err := gone(a); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error { return gone(b) })
+	testkit.Eventually(t, 5*time.Second, func() error { return gone(b) })
 	if err := gone(e.open(t)); err != nil {
 		t.Fatalf("after a restart: %v", err)
 	}
@@ -108,11 +109,11 @@ func TestDynamicClientsNeverUsedExpire(t *testing.T) {
 // client used, and it stays.
 func TestDynamicClientFirstUseWinsOverExpiry(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	a, b := e.open(t), e.open(t)
 	ctx := ctxT(t)
 	registerDCR(t, a, tenant, "dcr_raced")
-	eventually(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		_, err := b.Client(tenant, "dcr_raced")
 		return err
 	})
@@ -140,7 +141,7 @@ func TestDynamicClientFirstUseWinsOverExpiry(t *testing.T) {
 // projection (it could only come from a bug or a forger).
 func TestDynamicClientExpiryRefusedForUsedClients(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	registerDCR(t, s, tenant, "dcr_kept")

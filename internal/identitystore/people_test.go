@@ -12,11 +12,12 @@ import (
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 // allBytes is every stored message (subject, data, headers) of every
 // stream on the server: the identity stream and every KV bucket.
-func (e *env) allBytes(t *testing.T) []byte {
+func (e *rig) allBytes(t *testing.T) []byte {
 	t.Helper()
 	ctx := context.Background()
 	var all bytes.Buffer
@@ -57,7 +58,7 @@ func (e *env) allBytes(t *testing.T) []byte {
 // nothing is stored, and the address stays the first person's.
 func TestOneAddressOnePerson(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	ana := mustBind(t, s, "test-ana", "ana@example.org")
@@ -91,7 +92,7 @@ func TestOneAddressOnePerson(t *testing.T) {
 // address on two replicas at once bind exactly one person.
 func TestOneAddressOnePersonAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	stores := []*Store{e.open(t), e.open(t), e.open(t)}
 	ctx := ctxT(t)
 	var wg sync.WaitGroup
@@ -124,7 +125,7 @@ func TestOneAddressOnePersonAcrossReplicas(t *testing.T) {
 // in, and the audit event names the operator without naming any account.
 func TestRebindPerson(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	ana := mustBind(t, s, "test-ana", "ana@example.org", "staff")
@@ -179,7 +180,7 @@ func TestRebindPerson(t *testing.T) {
 // can be bound again (a new person).
 func TestErasureLeavesNoMapping(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	reader := e.open(t) // another replica, with the person cached
 	ctx := ctxT(t)
@@ -189,7 +190,7 @@ func TestErasureLeavesNoMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	bo := mustBind(t, s, "test-bo", "bo@example.org")
-	eventually(t, 5*time.Second, func() error { _, err := reader.Person(ctx, tenant, ana.ID); return err })
+	testkit.Eventually(t, 5*time.Second, func() error { _, err := reader.Person(ctx, tenant, ana.ID); return err })
 	pat, err := s.IssuePAT(ctx, PATSpec{Tenant: tenant, PersonID: ana.ID, Name: "p", TokenSHA256: HashSecret("t"), Expires: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +212,7 @@ func TestErasureLeavesNoMapping(t *testing.T) {
 		}
 	}
 	for _, st := range []*Store{s, reader} {
-		eventually(t, 5*time.Second, func() error {
+		testkit.Eventually(t, 5*time.Second, func() error {
 			if _, err := st.Person(ctx, tenant, ana.ID); !errors.Is(err, ErrErased) {
 				return errors.New("person still known")
 			}
@@ -235,7 +236,7 @@ func TestErasureLeavesNoMapping(t *testing.T) {
 
 // publishErasure appends the erasure tombstone as the identity service
 // does (DataKeyDestroyed on erasure.<person>).
-func publishErasure(t *testing.T, e *env, s *Store, personID string) {
+func publishErasure(t *testing.T, e *rig, s *Store, personID string) {
 	t.Helper()
 	ev := s.newEvent(ctxT(t), "data_key_destroyed", tenant, personID, &alpv1.Actor{Kind: alpv1.ActorKind_ACTOR_KIND_OPERATOR, Id: "op"})
 	ev.Body = &alpv1.Event_DataKeyDestroyed{DataKeyDestroyed: &alpv1.DataKeyDestroyed{Tenant: tenant, PersonId: personID}}
@@ -250,7 +251,7 @@ func publishErasure(t *testing.T, e *env, s *Store, personID string) {
 
 // legacyBind publishes an earlier version's PersonBound: account and
 // address in clear on idp.<hash>.
-func legacyBind(t *testing.T, e *env, s *Store, id, issuer, subj, address string, bound time.Time) {
+func legacyBind(t *testing.T, e *rig, s *Store, id, issuer, subj, address string, bound time.Time) {
 	t.Helper()
 	ev := s.newEvent(ctxT(t), "person_bound", tenant, id, personActor(id))
 	ev.Body = &alpv1.Event_PersonBound{PersonBound: &alpv1.PersonBound{
@@ -266,7 +267,7 @@ func legacyBind(t *testing.T, e *env, s *Store, id, issuer, subj, address string
 // the older persons' tokens stop working and their accounts cannot sign in.
 func TestMigrateBindings(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	writer := e.open(t)
 	now := time.Now()
 	legacyBind(t, e, writer, "p_old1", "http://127.0.0.1:30001", "test-ana", "ana@example.org", now.Add(-2*time.Hour))
@@ -315,7 +316,7 @@ func TestMigrateBindings(t *testing.T) {
 // later ones are fine.
 func TestRevokePersonSessions(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	ana := mustBind(t, s, "test-ana", "ana@example.org")

@@ -25,6 +25,7 @@ import (
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 const (
@@ -35,14 +36,14 @@ const (
 
 var hosted = []string{tenant, other}
 
-// env is a broker's identity stream on a real JetStream server.
-type env struct {
+// rig is a broker's identity stream on a real JetStream server.
+type rig struct {
 	b  *bus.Bus
 	js jetstream.JetStream
 	ks keystore.KeyStore
 }
 
-func connect(t *testing.T, srv *server.Server) *env {
+func connect(t *testing.T, srv *server.Server) *rig {
 	t.Helper()
 	nc := natstest.Connect(t, srv, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	b, err := bus.New(nc, bus.Options{Namespace: "t", Registerer: prometheus.NewRegistry()})
@@ -55,19 +56,19 @@ func connect(t *testing.T, srv *server.Server) *env {
 			t.Fatal(err)
 		}
 	}
-	return &env{b: b, js: b.JetStream(), ks: ks}
+	return &rig{b: b, js: b.JetStream(), ks: ks}
 }
 
 // newEnv starts a server and creates the identity stream, as the identity
 // service does at start.
-func newEnv(t *testing.T) *env {
+func newRig(t *testing.T) *rig {
 	t.Helper()
 	e := connect(t, natstest.RunJetStream(t))
 	e.ensureStream(t)
 	return e
 }
 
-func (e *env) ensureStream(t *testing.T) {
+func (e *rig) ensureStream(t *testing.T) {
 	t.Helper()
 	def, _ := streams.ByName(streams.Identity)
 	if _, err := e.b.EnsureStream(context.Background(), def.Spec(hosted, streams.Limits{})); err != nil {
@@ -75,7 +76,7 @@ func (e *env) ensureStream(t *testing.T) {
 	}
 }
 
-func (e *env) open(t *testing.T, tenants ...string) *Store {
+func (e *rig) open(t *testing.T, tenants ...string) *Store {
 	t.Helper()
 	if len(tenants) == 0 {
 		tenants = hosted
@@ -91,7 +92,7 @@ func (e *env) open(t *testing.T, tenants ...string) *Store {
 }
 
 // messages returns every message of the identity stream.
-func (e *env) messages(t *testing.T) []*jetstream.RawStreamMsg {
+func (e *rig) messages(t *testing.T) []*jetstream.RawStreamMsg {
 	t.Helper()
 	ctx := context.Background()
 	st, err := e.js.Stream(ctx, e.b.StreamName(streams.Identity))
@@ -114,28 +115,13 @@ func (e *env) messages(t *testing.T) []*jetstream.RawStreamMsg {
 }
 
 // kinds counts the stream's events by kind.
-func (e *env) kinds(t *testing.T) map[string]int {
+func (e *rig) kinds(t *testing.T) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	for _, m := range e.messages(t) {
 		out[m.Header.Get(bus.HeaderEventType)]++
 	}
 	return out
-}
-
-func eventually(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -162,7 +148,7 @@ func wantErr(t *testing.T, err, target error, field string) {
 
 func TestBindPerson(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ana := mustBind(t, s, "sub-ana", "ana@example.org", "staff", "admin", "staff")
 	if !strings.HasPrefix(ana.ID, "p_") || len(ana.ID) != 34 || ana.Tenant != tenant || ana.Issuer != iss ||
@@ -217,7 +203,7 @@ func TestBindPerson(t *testing.T) {
 
 func TestBindPersonValidation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	before := len(e.messages(t))
 	for _, tc := range []struct {
@@ -248,7 +234,7 @@ func TestBindPersonValidation(t *testing.T) {
 
 func TestClients(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	admin := mustBind(t, s, "sub-admin", "admin@example.org", "admin")
@@ -387,7 +373,7 @@ func setupWorld(t *testing.T, s *Store) world {
 
 func TestGrantsAndRefreshRotation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	w := setupWorld(t, s)
@@ -496,7 +482,7 @@ func TestGrantsAndRefreshRotation(t *testing.T) {
 
 func TestRevokeGrant(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	w := setupWorld(t, s)
@@ -528,7 +514,7 @@ func TestRevokeGrant(t *testing.T) {
 
 func TestPersonAgentsRevoked(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	w := setupWorld(t, s)
@@ -578,7 +564,7 @@ func TestPersonAgentsRevoked(t *testing.T) {
 
 func TestPersonalAccessTokens(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	w := setupWorld(t, s)
@@ -657,7 +643,7 @@ func TestPersonalAccessTokens(t *testing.T) {
 // TestReplicas: two stores on one bus see each other's writes.
 func TestReplicas(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	a, b := e.open(t), e.open(t)
 	ctx := ctxT(t)
 	w := setupWorld(t, a)
@@ -665,7 +651,7 @@ func TestReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if revoked, why := b.Revoked(tenant, w.person.ID, g.ID, time.Now()); revoked {
 			return fmt.Errorf("replica b: %s", why)
 		}
@@ -675,7 +661,7 @@ func TestReplicas(t *testing.T) {
 	if err := b.RevokeGrant(ctx, tenant, g.ID, "revoked on b"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if revoked, why := a.Revoked(tenant, w.person.ID, g.ID, time.Now()); !revoked || !strings.Contains(why, "revoked on b") {
 			return fmt.Errorf("replica a: %v %q", revoked, why)
 		}
@@ -683,7 +669,7 @@ func TestReplicas(t *testing.T) {
 	})
 	// b's projection is at least as far as a's write (read-your-writes
 	// across replicas is eventual), and then both agree.
-	eventually(t, 5*time.Second, func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if a.Applied() != b.Applied() {
 			return fmt.Errorf("applied %d and %d", a.Applied(), b.Applied())
 		}
@@ -708,7 +694,7 @@ func TestReplicas(t *testing.T) {
 // replicas bind one person.
 func TestConcurrentBindPerson(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	a, b := e.open(t), e.open(t)
 	ctx := ctxT(t)
 
@@ -780,7 +766,7 @@ func TestConcurrentBindPerson(t *testing.T) {
 // TestRestartRebuilds: a new store rebuilds the same state from the stream.
 func TestRestartRebuilds(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	w := setupWorld(t, s)
@@ -867,7 +853,7 @@ func TestFreshFollowsNATS(t *testing.T) {
 	if err := s.Fresh(10 * time.Second); err != nil {
 		t.Errorf("right after NATS stopped, with 10s allowed: %v", err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if err := s.Fresh(3 * time.Second); err == nil {
 			return errors.New("still fresh")
 		}
@@ -882,11 +868,11 @@ func TestFreshFollowsNATS(t *testing.T) {
 	}
 
 	start()
-	eventually(t, 20*time.Second, func() error { return s.Fresh(3 * time.Second) })
+	testkit.Eventually(t, 20*time.Second, func() error { return s.Fresh(3 * time.Second) })
 	// The reader follows the stream again: a write after the restart shows.
 	ctx := ctxT(t)
 	var p Person
-	eventually(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		var err error
 		p, err = s.BindPerson(ctx, tenant, iss, "after-restart", "after@example.org", nil)
 		return err
@@ -903,7 +889,7 @@ func TestFreshFollowsNATS(t *testing.T) {
 // TestNoSecretsInEvents scans the stream for the raw secrets used.
 func TestNoSecretsInEvents(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	admin := mustBind(t, s, "sub-admin", "admin@example.org")
@@ -955,7 +941,7 @@ func TestNoSecretsInEvents(t *testing.T) {
 // projection goes on.
 func TestRefusedEvents(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newRig(t)
 	s := e.open(t)
 	ctx := ctxT(t)
 	p := mustBind(t, s, "sub-ana", "ana@example.org")

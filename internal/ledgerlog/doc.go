@@ -43,7 +43,7 @@
 // A broker's signature on its own checkpoint proves nothing against the
 // broker's operator, who holds the key. Tamper-evidence comes from
 // checkpoints that others hold: the person's alpctl state, counterparties'
-// receipts, and (later) witnesses' cosignatures. A rewritten history is then
+// receipts, and witnesses' cosignatures where there are witnesses. A rewritten history is then
 // caught as a failed consistency proof from a checkpoint someone kept.
 // docs/ledger.md has the long version.
 package ledgerlog

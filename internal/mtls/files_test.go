@@ -1,7 +1,6 @@
 package mtls
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -25,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 func TestFileErrors(t *testing.T) {
@@ -187,28 +187,10 @@ func TestRotationKubernetes(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestHalfRotationKeepsThePreviousCertificate(t *testing.T) {
 	p := newPKI(t)
 	srv := p.role(alpv1.Role_ROLE_POLICY)
-	var logs syncBuffer
+	var logs testkit.LockedBuffer
 	srv.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	addr := startServer(t, srv, DefaultPolicy())
 	client := dialOpt(t, p.role(alpv1.Role_ROLE_INGRESS))

@@ -32,6 +32,7 @@ import (
 	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ingress"
 )
 
@@ -217,23 +218,8 @@ func runRole(t *testing.T, c *conn, ks keystore.KeyStore) *broker.Broker {
 	if err := b.StartError(); err != nil {
 		t.Fatalf("%s under its own permissions: %v", c.user.ID(), err)
 	}
-	waitFor(t, 10*time.Second, b.Ready)
+	testkit.Eventually(t, 10*time.Second, b.Ready)
 	return b
-}
-
-func waitFor(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func submission(tenant, person, key string) ingress.Submission {
@@ -266,7 +252,7 @@ func waitDecided(t *testing.T, policy *conn, tenant, person, envelopeID string) 
 	decided := bus.StreamName(ns, streams.Decided)
 	ctx := context.Background()
 	var last *jetstream.RawStreamMsg
-	waitFor(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		s, err := js.Stream(ctx, decided)
 		if err != nil {
 			return err
@@ -285,7 +271,7 @@ func waitDecided(t *testing.T, policy *conn, tenant, person, envelopeID string) 
 	}
 	// The work item was acked once, without redelivery: the seen-set write
 	// and the ack were allowed.
-	waitFor(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		cons, err := js.Consumer(ctx, bus.StreamName(ns, streams.PolicyWork), bus.StreamName(ns, "policy"))
 		if err != nil {
 			return err
@@ -334,7 +320,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	// The ledger recorded the send in p1's log under its own user: it read
 	// its partition of the work queue, opened the body, made p1's ledger
 	// secret, saved the tree and signed a checkpoint.
-	waitFor(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		st, err := conns["ledger"].js(t).Stream(ctx, "PERM_LEDGER")
 		if err != nil {
 			return err
@@ -466,7 +452,7 @@ func checkIdentityProjection(t *testing.T, conns map[string]*conn, ks keystore.K
 		t.Fatal(err)
 	}
 	for _, role := range []string{"ingress", "approvals", "ledger"} {
-		waitFor(t, 10*time.Second, func() error {
+		testkit.Eventually(t, 10*time.Second, func() error {
 			if revoked, _ := stores[role].Revoked(tenant, p.ID, g.ID, time.Now()); !revoked {
 				return errors.New(role + " has not seen the revocation")
 			}

@@ -64,8 +64,8 @@
 // Those remnants are wrapped, so reading them also needs the tenant's DATA
 // key from the KeyStore, which never reaches the NATS servers. Full shredding
 // of such remnants needs the tenant's DATA key to be rotated and the old one
-// revoked and removed once no live data key is wrapped by it (re-wrapping is
-// not implemented yet).
+// revoked and removed once no live data key is wrapped by it (alpd does not
+// re-wrap data keys).
 package seal
 
 import (

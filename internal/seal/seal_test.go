@@ -29,14 +29,14 @@ const (
 	dataP  = alpv1.KeyPurpose_KEY_PURPOSE_DATA
 )
 
-type env struct {
+type rig struct {
 	srv *server.Server
 	js  jetstream.JetStream
 	kv  jetstream.KeyValue
 	ks  *keystore.MemoryStore
 }
 
-func setup(t *testing.T) *env {
+func newRig(t *testing.T) *rig {
 	t.Helper()
 	ctx := context.Background()
 	s := natstest.RunJetStream(t)
@@ -54,12 +54,12 @@ func setup(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	return &env{srv: s, js: js, kv: kv, ks: ks}
+	return &rig{srv: s, js: js, kv: kv, ks: ks}
 }
 
 // replica is another Sealer on its own connection, as another broker
 // replica would have.
-func (e *env) replica(t *testing.T, opts ...Option) *Sealer {
+func (e *rig) replica(t *testing.T, opts ...Option) *Sealer {
 	t.Helper()
 	js, err := jetstream.New(natstest.Connect(t, e.srv))
 	if err != nil {
@@ -116,7 +116,7 @@ func wrapAAD(tenant, person string, version uint32) []byte {
 }
 
 // storedKey returns the wrapped data key in the bucket and its unwrapped form.
-func (e *env) storedKey(t *testing.T, tenant, person string) (wrapped, raw []byte) {
+func (e *rig) storedKey(t *testing.T, tenant, person string) (wrapped, raw []byte) {
 	t.Helper()
 	ent, err := e.kv.Get(context.Background(), kvKey(tenant, person))
 	if err != nil {
@@ -141,7 +141,7 @@ func TestBucketConfig(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	s := New(e.kv, e.ks)
 	tests := []struct {
 		name    string
@@ -179,7 +179,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestOpenFailures(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	s := New(e.kv, e.ks)
 	ctx := context.Background()
 	aad := []byte("env-1")
@@ -228,7 +228,7 @@ func TestOpenFailures(t *testing.T) {
 }
 
 func TestInvalidIDs(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	s := New(e.kv, e.ks)
 	ctx := context.Background()
 	tests := []struct {
@@ -278,7 +278,7 @@ func TestInvalidIDs(t *testing.T) {
 }
 
 func TestPersonsHaveOwnKeys(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	s := New(e.kv, e.ks)
 	mustSeal(t, s, tn, "p1", []byte("x"), nil)
 	mustSeal(t, s, tn, "p2", []byte("x"), nil)
@@ -316,7 +316,7 @@ func containsAny(b []byte, needles ...[]byte) bool {
 
 // streamHolds reports whether any message of the bucket's stream contains
 // one of needles.
-func streamHolds(t *testing.T, e *env, needles ...[]byte) bool {
+func streamHolds(t *testing.T, e *rig, needles ...[]byte) bool {
 	t.Helper()
 	ctx := context.Background()
 	st, err := e.js.Stream(ctx, "KV_"+bucket)
@@ -343,7 +343,7 @@ func streamHolds(t *testing.T, e *env, needles ...[]byte) bool {
 }
 
 func TestDestroy(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	ctx := context.Background()
 	var events []*alpv1.DataKeyDestroyed
 	s := New(e.kv, e.ks, WithDestroyObserver(func(_ context.Context, ev *alpv1.DataKeyDestroyed) error {
@@ -418,7 +418,7 @@ func TestDestroy(t *testing.T) {
 }
 
 func TestDestroyObserverFailure(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	ctx := context.Background()
 	boom := errors.New("bus down")
 	fail := true
@@ -442,7 +442,7 @@ func TestDestroyObserverFailure(t *testing.T) {
 }
 
 func TestConcurrentCreate(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	a, b := e.replica(t), e.replica(t)
 	const n = 16
 	bodies := make([]*alpv1.SealedBody, 2*n)
@@ -486,7 +486,7 @@ func TestConcurrentCreate(t *testing.T) {
 }
 
 func TestConcurrentSealAndDestroy(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	ctx := context.Background()
 	a, b := e.replica(t, WithCacheTTL(0)), e.replica(t, WithCacheTTL(0))
 	var wg sync.WaitGroup
@@ -539,7 +539,7 @@ func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return 
 func (c *clock) add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
 
 func TestCacheTTLBoundsRemoteDestroy(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	cachedSealer := e.replica(t, WithClock(clk.now), WithCacheTTL(30*time.Second))
@@ -567,7 +567,7 @@ func TestCacheTTLBoundsRemoteDestroy(t *testing.T) {
 }
 
 func TestCacheBounded(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	s := New(e.kv, e.ks, WithCacheSize(3))
 	var bodies []*alpv1.SealedBody
 	for i := range 10 {
@@ -582,7 +582,7 @@ func TestCacheBounded(t *testing.T) {
 }
 
 func TestTenantDataKey(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	ctx := context.Background()
 	s := New(e.kv, e.ks, WithCacheTTL(0))
 	// No DATA key for the tenant: a clear error and nothing stored.
@@ -612,7 +612,7 @@ func TestTenantDataKey(t *testing.T) {
 }
 
 func TestCorruptStoredValue(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	ctx := context.Background()
 	s := New(e.kv, e.ks, WithCacheTTL(0))
 	if _, err := e.kv.Put(ctx, kvKey(tn, "p1"), []byte("not json")); err != nil {
@@ -630,7 +630,7 @@ func TestCorruptStoredValue(t *testing.T) {
 }
 
 func TestDigest(t *testing.T) {
-	e := setup(t)
+	e := newRig(t)
 	ctx := context.Background()
 	s := New(e.kv, e.ks)
 	d := func(sl *Sealer, person, domain string, parts ...string) []byte {

@@ -1,9 +1,7 @@
 package signin_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -25,6 +23,7 @@ import (
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 const (
@@ -115,24 +114,7 @@ func (k *fakeKeeper) all() []keepCall {
 	return slices.Clone(k.calls)
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-type harness struct {
+type rig struct {
 	t        *testing.T
 	srv      *httptest.Server
 	public   string
@@ -142,14 +124,14 @@ type harness struct {
 	noOffIdP *testidp.IdP
 	binder   *fakeBinder
 	keeper   *fakeKeeper
-	logs     *lockedBuffer
+	logs     *testkit.LockedBuffer
 	sessions signin.KVSessions
 	offset   atomic.Int64 // added to time.Now by the service's clock
 	hashKey  []byte
 	blockKey []byte
 }
 
-type harnessOpts struct {
+type rigOptions struct {
 	plainHTTP bool // http + Insecure instead of https
 	// mainIdP and mainTenant adjust the main tenant's test IdP and its
 	// TenantIdP before they start.
@@ -157,9 +139,9 @@ type harnessOpts struct {
 	mainTenant func(*signin.TenantIdP)
 }
 
-func newHarness(t *testing.T, opts harnessOpts) *harness {
+func newRig(t *testing.T, opts rigOptions) *rig {
 	t.Helper()
-	h := &harness{t: t, binder: &fakeBinder{}, keeper: &fakeKeeper{}, logs: &lockedBuffer{}}
+	h := &rig{t: t, binder: &fakeBinder{}, keeper: &fakeKeeper{}, logs: &testkit.LockedBuffer{}}
 
 	mux := http.NewServeMux()
 	h.srv = httptest.NewUnstartedServer(mux)
@@ -177,15 +159,15 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	if opts.mainIdP != nil {
 		opts.mainIdP(&mainCfg)
 	}
-	h.idp = startIdP(t, mainCfg)
-	h.otherIdP = startIdP(t, testidp.Config{TenantID: otherIdPTID, AutoLogin: true,
+	h.idp = testkit.StartIdP(t, mainCfg)
+	h.otherIdP = testkit.StartIdP(t, testidp.Config{TenantID: otherIdPTID, AutoLogin: true,
 		Users:   []testidp.User{{Subject: "sub-olga", Username: "olga"}},
 		Clients: client(otherTenant)})
 	h.noOffIdP = startStrippingIdP(t, testidp.Config{AutoLogin: true,
 		Users:   []testidp.User{{Subject: "sub-nina", Username: "nina"}},
 		Clients: client(noOffTenant)})
 
-	h.hashKey, h.blockKey = randKey(), randKey()
+	h.hashKey, h.blockKey = testkit.RandKey(), testkit.RandKey()
 	h.sessions = newSessions(t)
 	cfg := signin.Config{
 		Sessions:  h.sessions,
@@ -255,12 +237,6 @@ type sessionView struct {
 	CSRF    string          `json:"csrf"`
 }
 
-func randKey() []byte {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return b
-}
-
 // newSessions is a session store on a bucket of a fresh JetStream server.
 func newSessions(t *testing.T) signin.KVSessions {
 	t.Helper()
@@ -273,19 +249,6 @@ func newSessions(t *testing.T) signin.KVSessions {
 		t.Fatal(err)
 	}
 	return signin.KVSessions{KV: kv}
-}
-
-func startIdP(t *testing.T, cfg testidp.Config) *testidp.IdP {
-	t.Helper()
-	idp, err := testidp.New(cfg)
-	if err != nil {
-		t.Fatalf("testidp.New: %v", err)
-	}
-	if err := idp.Start(""); err != nil {
-		t.Fatalf("testidp.Start: %v", err)
-	}
-	t.Cleanup(func() { _ = idp.Close() })
-	return idp
 }
 
 // startStrippingIdP serves a testidp whose token responses lose their
@@ -329,7 +292,7 @@ func startStrippingIdP(t *testing.T, cfg testidp.Config) *testidp.IdP {
 // browser returns a client with a cookie jar that trusts the broker's test
 // certificate, follows redirects through the IdP and stops at any redirect
 // back to the broker, so each broker step can be inspected.
-func (h *harness) browser() *http.Client {
+func (h *rig) browser() *http.Client {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		h.t.Fatal(err)
@@ -386,7 +349,7 @@ func get(t *testing.T, c *http.Client, u string) answer {
 	return do(t, c, req)
 }
 
-func (h *harness) post(c *http.Client, path string, form url.Values, headers map[string]string) answer {
+func (h *rig) post(c *http.Client, path string, form url.Values, headers map[string]string) answer {
 	h.t.Helper()
 	req, err := http.NewRequestWithContext(h.t.Context(), http.MethodPost, h.public+path, strings.NewReader(form.Encode()))
 	if err != nil {
@@ -401,7 +364,7 @@ func (h *harness) post(c *http.Client, path string, form url.Values, headers map
 
 // startSignIn runs /signin?<query> through the IdP and returns the IdP's
 // redirect to the broker's callback (not yet followed).
-func (h *harness) startSignIn(c *http.Client, query url.Values) string {
+func (h *rig) startSignIn(c *http.Client, query url.Values) string {
 	h.t.Helper()
 	a := get(h.t, c, h.public+"/signin?"+query.Encode())
 	if a.status != http.StatusFound && a.status != http.StatusSeeOther {
@@ -414,7 +377,7 @@ func (h *harness) startSignIn(c *http.Client, query url.Values) string {
 }
 
 // signIn runs a whole sign-in and returns the callback's answer.
-func (h *harness) signIn(c *http.Client, tenant, hint, ret string, extra ...string) (answer, string) {
+func (h *rig) signIn(c *http.Client, tenant, hint, ret string, extra ...string) (answer, string) {
 	h.t.Helper()
 	q := url.Values{"tenant": {tenant}, "login_hint": {hint}}
 	if ret != "" {
@@ -427,7 +390,7 @@ func (h *harness) signIn(c *http.Client, tenant, hint, ret string, extra ...stri
 	return get(h.t, c, cb), cb
 }
 
-func (h *harness) session(c *http.Client) (int, sessionView) {
+func (h *rig) session(c *http.Client) (int, sessionView) {
 	h.t.Helper()
 	a := get(h.t, c, h.public+"/home")
 	var v sessionView

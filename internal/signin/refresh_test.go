@@ -14,7 +14,7 @@ import (
 )
 
 // signedInGrant signs dave in and returns the grant the keeper got.
-func signedInGrant(t *testing.T, h *harness) signin.IdPGrant {
+func signedInGrant(t *testing.T, h *rig) signin.IdPGrant {
 	t.Helper()
 	if res, _ := h.signIn(h.browser(), mainTenant, "dave", ""); res.status != http.StatusSeeOther {
 		t.Fatalf("sign-in: %d %s", res.status, res.body)
@@ -30,7 +30,7 @@ func signedInGrant(t *testing.T, h *harness) signin.IdPGrant {
 // sign-in's nonce into refreshed ID tokens (Dex; OIDC Core §12.2 allows it)
 // is re-checked fine, and each rotated refresh token is the one used next.
 func TestRefreshedIDTokenMayRepeatTheSignInNonce(t *testing.T) {
-	h := newHarness(t, harnessOpts{mainIdP: func(c *testidp.Config) { c.NonceInRefreshedIDToken = true }})
+	h := newRig(t, rigOptions{mainIdP: func(c *testidp.Config) { c.NonceInRefreshedIDToken = true }})
 	grant := signedInGrant(t, h)
 	if grant.Nonce == "" || grant.Subject != "sub-dave" {
 		t.Fatalf("the kept grant lacks the sign-in's nonce or subject: nonce %t, subject %q", grant.Nonce != "", grant.Subject)
@@ -53,7 +53,7 @@ func TestRefreshedIDTokenMayRepeatTheSignInNonce(t *testing.T) {
 // fails, yet Refresh hands back the rotated token, which is the live one:
 // the presented one is spent.
 func TestRefreshKeepsTheRotatedTokenWhenTheIDTokenFails(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	grant := signedInGrant(t, h)
 	ctx := context.Background()
 
@@ -77,7 +77,7 @@ func TestRefreshKeepsTheRotatedTokenWhenTheIDTokenFails(t *testing.T) {
 // TestRefreshedIDTokenChecks: a refreshed ID token with another nonce than
 // the sign-in's, or another subject, is rejected.
 func TestRefreshedIDTokenChecks(t *testing.T) {
-	h := newHarness(t, harnessOpts{mainIdP: func(c *testidp.Config) { c.NonceInRefreshedIDToken = true }})
+	h := newRig(t, rigOptions{mainIdP: func(c *testidp.Config) { c.NonceInRefreshedIDToken = true }})
 	grant := signedInGrant(t, h)
 	ctx := context.Background()
 	other := grant
@@ -96,7 +96,7 @@ func TestRefreshedIDTokenChecks(t *testing.T) {
 // token with invalid_request, not invalid_grant; it still means "sign in
 // again", not "the IdP is unavailable".
 func TestDeadRefreshTokenAnsweredInvalidRequest(t *testing.T) {
-	h := newHarness(t, harnessOpts{mainIdP: func(c *testidp.Config) { c.DeadRefreshTokenError = "invalid_request" }})
+	h := newRig(t, rigOptions{mainIdP: func(c *testidp.Config) { c.DeadRefreshTokenError = "invalid_request" }})
 	grant := signedInGrant(t, h)
 	ctx := context.Background()
 	next, err := h.svc.Refresh(ctx, mainTenant, grant)
@@ -117,7 +117,7 @@ func TestDeadRefreshTokenAnsweredInvalidRequest(t *testing.T) {
 // IdP that sends the groups claim only for the "groups" scope (Dex, Okta)
 // sends it, and the groups become the person's roles.
 func TestExtraScopesReachTheIdP(t *testing.T) {
-	h := newHarness(t, harnessOpts{
+	h := newRig(t, rigOptions{
 		mainIdP: func(c *testidp.Config) { c.RolesClaim, c.RolesScope = "groups", "groups" },
 		mainTenant: func(ti *signin.TenantIdP) {
 			ti.RolesClaim = "groups"

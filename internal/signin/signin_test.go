@@ -18,10 +18,11 @@ import (
 	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 func TestSignIn(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	b := h.browser()
 
 	// /signin redirects to the IdP with PKCE S256, a nonce, our scopes, the
@@ -119,7 +120,7 @@ func TestSignIn(t *testing.T) {
 	h.checkLogsClean(keeps[0].RefreshToken, sc.Value, mustQuery(t, cb).Get("code"), clientSecret)
 }
 
-func (h *harness) checkLogsClean(secrets ...string) {
+func (h *rig) checkLogsClean(secrets ...string) {
 	h.t.Helper()
 	logs := h.logs.String()
 	if !strings.Contains(logs, "signin: signed in") {
@@ -137,7 +138,7 @@ func (h *harness) checkLogsClean(secrets ...string) {
 	}
 }
 
-func (h *harness) noRedirect() *http.Client {
+func (h *rig) noRedirect() *http.Client {
 	c := *h.browser()
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &c
@@ -153,7 +154,7 @@ func mustQuery(t *testing.T, u string) url.Values {
 }
 
 func TestAddressRules(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	for _, tc := range []struct {
 		user, address string
 		roles         []string
@@ -209,7 +210,7 @@ func TestAddressRules(t *testing.T) {
 }
 
 func TestTenantIDMismatch(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	res, _ := h.signIn(h.browser(), otherTenant, "olga", "/")
 	wantError(t, res, http.StatusForbidden, signin.CodeTenantMismatch)
 	if len(h.binder.all()) != 0 || len(h.keeper.all()) != 0 || cookieNamed(res.cookies, signin.SessionCookie) != nil {
@@ -218,7 +219,7 @@ func TestTenantIDMismatch(t *testing.T) {
 }
 
 func TestNoOfflineAccess(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	res, _ := h.signIn(h.browser(), noOffTenant, "nina", "/")
 	wantError(t, res, http.StatusBadGateway, signin.CodeNoOfflineAccess)
 	if !strings.Contains(res.errMsg, "the IdP did not grant offline access") {
@@ -230,7 +231,7 @@ func TestNoOfflineAccess(t *testing.T) {
 }
 
 func TestFreshSignIn(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	b := h.browser()
 	if res, _ := h.signIn(b, mainTenant, "alice@example.org", "/"); res.status != http.StatusSeeOther {
 		t.Fatalf("sign-in: %d %s", res.status, res.body)
@@ -295,7 +296,7 @@ func TestFreshSignIn(t *testing.T) {
 }
 
 func TestOpenRedirect(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	for _, ret := range []string{
 		"//evil.example", "//evil.example/path", "https://evil.example/", "http:evil.example", "/\\evil.example",
 		"\\\\evil.example", "\\/evil.example", "javascript:alert(1)", "evil.example", "/ok\r\nLocation: https://evil",
@@ -327,7 +328,7 @@ func TestOpenRedirect(t *testing.T) {
 }
 
 func TestSignOutAndCSRF(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	b := h.browser()
 	h.signIn(b, mainTenant, "alice@example.org", "/")
 	_, v := h.session(b)
@@ -387,7 +388,7 @@ func TestSignOutAndCSRF(t *testing.T) {
 }
 
 func TestSessionCookieChecks(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	res, _ := h.signIn(h.browser(), mainTenant, "alice@example.org", "/")
 	sc := cookieNamed(res.cookies, signin.SessionCookie)
 	if sc == nil {
@@ -432,7 +433,7 @@ func TestSessionCookieChecks(t *testing.T) {
 
 	// A cookie from another broker (other keys) is invalid here.
 	other, err := signin.New(t.Context(), signin.Config{
-		PublicURL: h.public, HashKey: randKey(), BlockKey: randKey(), Sessions: h.sessions,
+		PublicURL: h.public, HashKey: testkit.RandKey(), BlockKey: testkit.RandKey(), Sessions: h.sessions,
 		Tenants: []signin.TenantIdP{{Tenant: mainTenant, Issuer: h.idp.Issuer(), ClientID: clientID, ClientSecret: clientSecret,
 			Directory: map[string]string{"sub:sub-alice": "alice@example.org"}}},
 	}, h.binder, h.keeper)
@@ -474,7 +475,7 @@ func TestSessionCookieChecks(t *testing.T) {
 }
 
 func TestIdPDownAtCallback(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	b := h.browser()
 
 	cb := h.startSignIn(b, url.Values{"tenant": {mainTenant}, "login_hint": {"alice@example.org"}})
@@ -499,7 +500,7 @@ func TestIdPDownAtCallback(t *testing.T) {
 }
 
 func TestIdPErrorsAndBadRequests(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	b := h.browser()
 
 	// AutoLogin with an unknown user: the IdP answers error=access_denied.
@@ -559,7 +560,7 @@ func TestIdPErrorsAndBadRequests(t *testing.T) {
 }
 
 func TestInsecureLoopback(t *testing.T) {
-	h := newHarness(t, harnessOpts{plainHTTP: true})
+	h := newRig(t, rigOptions{plainHTTP: true})
 	b := h.browser()
 	res, _ := h.signIn(b, mainTenant, "alice@example.org", "/")
 	sc := cookieNamed(res.cookies, signin.SessionCookie)
@@ -575,14 +576,14 @@ func TestInsecureLoopback(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	idp := startIdP(t, testidp.Config{Users: []testidp.User{{Subject: "s", Username: "u"}},
+	idp := testkit.StartIdP(t, testidp.Config{Users: []testidp.User{{Subject: "s", Username: "u"}},
 		Clients: []testidp.Client{{ID: clientID, Secret: clientSecret, RedirectURIs: []string{"https://broker.example/signin/callback/example.org"}}}})
 	sessions := newSessions(t)
 	good := func() signin.Config {
 		return signin.Config{
 			Sessions:  sessions,
 			PublicURL: "https://broker.example",
-			HashKey:   randKey(), BlockKey: randKey(),
+			HashKey:   testkit.RandKey(), BlockKey: testkit.RandKey(),
 			Tenants: []signin.TenantIdP{{Tenant: mainTenant, Issuer: idp.Issuer(), ClientID: clientID, ClientSecret: clientSecret}},
 		}
 	}
@@ -660,7 +661,7 @@ func TestWriteError(t *testing.T) {
 }
 
 func TestRefreshRecheck(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	b := h.browser()
 	h.signIn(b, mainTenant, "dave", "")
 	calls := h.keeper.all()
@@ -692,7 +693,7 @@ func TestRefreshRecheck(t *testing.T) {
 }
 
 func TestSessionEndpoint(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	b := h.browser()
 	if a := get(t, b, h.public+signin.PathSession); a.status != http.StatusUnauthorized {
 		t.Fatalf("without a session: %d", a.status)
@@ -712,7 +713,7 @@ func TestSessionEndpoint(t *testing.T) {
 // only cleared this browser's cookie and a copy of it (in another browser,
 // or stolen) stayed valid until it expired.
 func TestSignOutRevokesCopiedCookie(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	b := h.browser()
 	h.signIn(b, mainTenant, "alice@example.org", "/")
 	_, v := h.session(b)
@@ -749,7 +750,7 @@ func TestSignOutRevokesCopiedCookie(t *testing.T) {
 // revocation, an erased person) ends sessions; a store that cannot answer
 // fails closed with 503.
 func TestSessionStoreChecks(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	h := newRig(t, rigOptions{})
 	b := h.browser()
 	h.signIn(b, mainTenant, "alice@example.org", "/")
 	pub, _ := url.Parse(h.public)

@@ -15,7 +15,7 @@ import (
 // SetRefreshedIDTokenNonce forges one.
 func TestNonceInRefreshedIDToken(t *testing.T) {
 	for _, dex := range []bool{false, true} {
-		idp := startIdP(t, func(c *testidp.Config) { c.NonceInRefreshedIDToken = dex })
+		idp := startConfigured(t, func(c *testidp.Config) { c.NonceInRefreshedIDToken = dex })
 		conf := webConfig(idp)
 		q := authorizeCode(t, browser(t, webRedirect), conf, alice)
 		tok, err := conf.Exchange(ctxWithClient(t), q.Get("code"), oauth2.VerifierOption(q.Get("verifier")))
@@ -55,7 +55,7 @@ func TestNonceInRefreshedIDToken(t *testing.T) {
 // Dex's invalid_request instead of invalid_grant; other errors and the code
 // exchange are untouched.
 func TestDeadRefreshTokenError(t *testing.T) {
-	idp := startIdP(t, func(c *testidp.Config) { c.DeadRefreshTokenError = "invalid_request" })
+	idp := startConfigured(t, func(c *testidp.Config) { c.DeadRefreshTokenError = "invalid_request" })
 	conf := webConfig(idp)
 	rt := login(t, idp, browser(t, webRedirect), conf, alice).token.RefreshToken
 	next, err := refresh(t, conf, rt)
@@ -76,7 +76,7 @@ func TestDeadRefreshTokenError(t *testing.T) {
 // TestRolesScope: with RolesScope the roles claim comes only when that
 // scope is asked for, like the groups claim of Dex and Okta.
 func TestRolesScope(t *testing.T) {
-	idp := startIdP(t, func(c *testidp.Config) { c.RolesClaim, c.RolesScope = "groups", "groups" })
+	idp := startConfigured(t, func(c *testidp.Config) { c.RolesClaim, c.RolesScope = "groups", "groups" })
 	conf := webConfig(idp)
 	if res := login(t, idp, browser(t, webRedirect), conf, alice); res.raw["groups"] != nil {
 		t.Fatalf("groups without the groups scope: %v", res.raw["groups"])

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 const (
@@ -51,21 +52,15 @@ func testConfig() testidp.Config {
 	}
 }
 
-func startIdP(t *testing.T, mutate func(*testidp.Config)) *testidp.IdP {
+// startConfigured starts an IdP with testConfig, changed by mutate (nil:
+// unchanged).
+func startConfigured(t *testing.T, mutate func(*testidp.Config)) *testidp.IdP {
 	t.Helper()
 	cfg := testConfig()
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	idp, err := testidp.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := idp.Start(""); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() { _ = idp.Close() })
-	return idp
+	return testkit.StartIdP(t, cfg)
 }
 
 // browser is an http.Client with a cookie jar that follows redirects but
@@ -242,7 +237,7 @@ func userinfo(t *testing.T, idp *testidp.IdP, accessToken string) (int, map[stri
 }
 
 func TestCodeFlowPKCEAutoLogin(t *testing.T) {
-	idp := startIdP(t, nil)
+	idp := startConfigured(t, nil)
 	conf := webConfig(idp)
 	before := time.Now().Add(-time.Second)
 	res := login(t, idp, browser(t, webRedirect), conf, alice)
@@ -320,7 +315,7 @@ func TestCodeFlowPKCEAutoLogin(t *testing.T) {
 }
 
 func TestCustomRolesClaimAndNoOfflineAccess(t *testing.T) {
-	idp := startIdP(t, func(c *testidp.Config) { c.RolesClaim = "app_roles" })
+	idp := startConfigured(t, func(c *testidp.Config) { c.RolesClaim = "app_roles" })
 	conf := webConfig(idp)
 	conf.Scopes = []string{oidc.ScopeOpenID}
 	res := login(t, idp, browser(t, webRedirect), conf, alice)
@@ -339,7 +334,7 @@ func TestCustomRolesClaimAndNoOfflineAccess(t *testing.T) {
 }
 
 func TestRefreshRotationReuseRevokesFamily(t *testing.T) {
-	idp := startIdP(t, nil)
+	idp := startConfigured(t, nil)
 	conf := webConfig(idp)
 	rt1 := login(t, idp, browser(t, webRedirect), conf, alice).token.RefreshToken
 	tok2, err := refresh(t, conf, rt1)
@@ -355,7 +350,7 @@ func TestRefreshRotationReuseRevokesFamily(t *testing.T) {
 }
 
 func TestDisableUser(t *testing.T) {
-	idp := startIdP(t, nil)
+	idp := startConfigured(t, nil)
 	conf := webConfig(idp)
 	b := browser(t, webRedirect)
 	tok := login(t, idp, b, conf, alice).token
@@ -387,7 +382,7 @@ func TestDisableUser(t *testing.T) {
 }
 
 func TestDisableUserBetweenLoginAndExchange(t *testing.T) {
-	idp := startIdP(t, nil)
+	idp := startConfigured(t, nil)
 	conf := webConfig(idp)
 	q := authorizeCode(t, browser(t, webRedirect), conf, alice)
 	if err := idp.DisableUser("sub-alice"); err != nil {
@@ -404,7 +399,7 @@ func waitNextSecond(t time.Time) {
 }
 
 func TestSessionReuseAndForcedReauthentication(t *testing.T) {
-	idp := startIdP(t, nil)
+	idp := startConfigured(t, nil)
 	conf := webConfig(idp)
 	b := browser(t, webRedirect)
 	first := login(t, idp, b, conf, alice).claims.AuthTime.AsTime()
@@ -502,7 +497,7 @@ func postForm(t *testing.T, b *http.Client, f loginForm, username, password, csr
 }
 
 func TestFormLogin(t *testing.T) {
-	idp := startIdP(t, func(c *testidp.Config) { c.AutoLogin = false })
+	idp := startConfigured(t, func(c *testidp.Config) { c.AutoLogin = false })
 	conf := webConfig(idp)
 	b := browser(t, webRedirect)
 	verifier, state := oauth2.GenerateVerifier(), rand.Text()
@@ -559,7 +554,7 @@ func TestFormLogin(t *testing.T) {
 }
 
 func TestPKCEAndCodeRules(t *testing.T) {
-	idp := startIdP(t, nil)
+	idp := startConfigured(t, nil)
 	conf := webConfig(idp)
 	b := browser(t, webRedirect)
 	hint := oauth2.SetAuthURLParam("login_hint", alice)
@@ -608,7 +603,7 @@ func TestPKCEAndCodeRules(t *testing.T) {
 }
 
 func TestPublicClientLoopbackRedirect(t *testing.T) {
-	idp := startIdP(t, nil)
+	idp := startConfigured(t, nil)
 	conf := &oauth2.Config{
 		ClientID:    "cli",
 		Endpoint:    idp.Endpoint(),
@@ -636,12 +631,11 @@ func TestRelyingParty(t *testing.T) {
 	rpSrv := httptest.NewServer(mux)
 	t.Cleanup(rpSrv.Close)
 	redirect := rpSrv.URL + "/callback"
-	idp := startIdP(t, func(c *testidp.Config) {
+	idp := startConfigured(t, func(c *testidp.Config) {
 		c.Clients = append(c.Clients, testidp.Client{ID: "alpd", Secret: "alpd-secret", RedirectURIs: []string{redirect}})
 	})
 
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
+	key := testkit.RandKey()
 	cookies := httphelper.NewCookieHandler(key, key, httphelper.WithUnsecure())
 	scopes := []string{oidc.ScopeOpenID, oidc.ScopeProfile, oidc.ScopeEmail, oidc.ScopeOfflineAccess}
 	relying, err := rp.NewRelyingPartyOIDC(t.Context(), idp.Issuer(), "alpd", "alpd-secret", redirect, scopes, rp.WithPKCE(cookies))
@@ -705,7 +699,7 @@ func TestRelyingParty(t *testing.T) {
 }
 
 func TestSetDown(t *testing.T) {
-	idp := startIdP(t, nil)
+	idp := startConfigured(t, nil)
 	conf := webConfig(idp)
 	tok := login(t, idp, browser(t, webRedirect), conf, alice).token
 
@@ -736,7 +730,7 @@ func TestSetDown(t *testing.T) {
 }
 
 func TestDiscoveryAndJWKS(t *testing.T) {
-	idp := startIdP(t, nil)
+	idp := startConfigured(t, nil)
 	var disc oidc.DiscoveryConfiguration
 	getJSON(t, idp.DiscoveryURL(), &disc)
 	if disc.Issuer != idp.Issuer() || disc.TokenEndpoint != idp.Endpoint().TokenURL || disc.JwksURI != idp.JWKSURL() {
@@ -932,7 +926,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestShortLifetimes(t *testing.T) {
-	idp := startIdP(t, func(c *testidp.Config) {
+	idp := startConfigured(t, func(c *testidp.Config) {
 		c.AccessTokenLifetime = 2 * time.Second
 		c.IDTokenLifetime = 3 * time.Second
 	})
@@ -963,7 +957,7 @@ func postToken(t *testing.T, u, user, pass string, form url.Values) (int, map[st
 }
 
 func TestIntrospectRevokeAndUnsupportedGrants(t *testing.T) {
-	idp := startIdP(t, nil)
+	idp := startConfigured(t, nil)
 	conf := webConfig(idp)
 	tok := login(t, idp, browser(t, webRedirect), conf, alice).token
 	var disc oidc.DiscoveryConfiguration

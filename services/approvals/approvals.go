@@ -1,7 +1,7 @@
 // Package approvals holds what waits for a person's decision (held fields,
-// commitments, strangers' connection requests). This first version owns the
-// approvals stream and its gRPC API; the pages and decisions arrive in the
-// approvals issue.
+// commitments, strangers' connection requests). It owns the approvals stream
+// and serves its gRPC API; docs/architecture.md ("Services today") lists
+// what is built.
 package approvals
 
 import (

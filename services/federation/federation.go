@@ -1,8 +1,8 @@
 // Package federation connects this broker to remote brokers: discovery, signed
-// outbound envelopes, verification of inbound ones, receipts and retries. This
-// first version owns its streams (the verified-inbound event log and the
-// outbox work queue) and its gRPC API; the protocol arrives in the federation
-// issue.
+// outbound envelopes, verification of inbound ones, receipts and retries. It
+// owns its streams (the verified-inbound event log and the outbox work
+// queue) and serves its gRPC API; docs/architecture.md ("Services today")
+// lists what of the protocol is built.
 package federation
 
 import (

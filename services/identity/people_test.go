@@ -24,6 +24,7 @@ import (
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 // site is a broker behind one public URL, with a test IdP as the tenant's
@@ -54,17 +55,11 @@ func newSite(t *testing.T) *site {
 
 func (s *site) start() {
 	t := s.t
-	idp, err := testidp.New(testidp.Config{
+	idp := testkit.StartIdP(t, testidp.Config{
 		Users:     []testidp.User{{Subject: "test-ana", Username: "ana", Email: "ana@example.org", EmailVerified: true}},
 		Clients:   []testidp.Client{{ID: "alpd", Secret: "s3cret", RedirectURIs: []string{s.srv.URL + "/signin/callback/example.org"}}},
 		AutoLogin: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := idp.Start(""); err != nil {
-		t.Fatal(err)
-	}
 	b, err := broker.New(broker.Config{Name: "alpd", Tenants: []string{"example.org"}, PublicURL: s.srv.URL, InsecureCookies: true,
 		IdPs: []signin.TenantIdP{{Tenant: "example.org", Issuer: idp.Issuer(), ClientID: "alpd", ClientSecret: "s3cret",
 			EmailDomains: []string{"example.org"}}}},

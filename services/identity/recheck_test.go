@@ -3,14 +3,12 @@ package identity_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/identity"
 )
 
@@ -36,18 +35,11 @@ func TestRecheckWithTheIdP(t *testing.T) {
 		h.Load().(http.Handler).ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	idp, err := testidp.New(testidp.Config{
+	idp := testkit.StartIdP(t, testidp.Config{
 		Users:     []testidp.User{{Subject: "sub-ana", Username: "ana", Password: "pw", Email: "ana@example.org", EmailVerified: true}},
 		Clients:   []testidp.Client{{ID: "alpd", Secret: "s3cret", RedirectURIs: []string{srv.URL + "/signin/callback/example.org"}}},
 		AutoLogin: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := idp.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	defer idp.Close()
 
 	s := natstest.RunJetStream(t)
 	b, err := broker.New(broker.Config{Name: "alpd", Tenants: []string{"example.org"}, PublicURL: srv.URL,
@@ -104,41 +96,6 @@ func TestRecheckWithTheIdP(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines returns the JSON log lines whose msg is msg.
-func (l *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range bytes.Split(l.b.Bytes(), []byte("\n")) {
-		m := map[string]any{}
-		if len(line) == 0 || json.Unmarshal(line, &m) != nil {
-			continue
-		}
-		if m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRecheckWithDex re-checks people at an IdP that behaves like Dex: its
 // refreshed ID tokens repeat the sign-in's nonce, and it answers a dead
 // refresh token with invalid_request. Re-checks succeed and keep each
@@ -155,22 +112,15 @@ func TestRecheckWithDex(t *testing.T) {
 	for _, n := range []string{"ana", "bob", "cy"} {
 		users = append(users, testidp.User{Subject: "sub-" + n, Username: n, Email: n + "@example.org", EmailVerified: true})
 	}
-	idp, err := testidp.New(testidp.Config{
+	idp := testkit.StartIdP(t, testidp.Config{
 		Users:                   users,
 		Clients:                 []testidp.Client{{ID: "alpd", Secret: "s3cret", RedirectURIs: []string{srv.URL + "/signin/callback/example.org"}}},
 		AutoLogin:               true,
 		NonceInRefreshedIDToken: true,
 		DeadRefreshTokenError:   "invalid_request",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := idp.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	defer idp.Close()
 
-	logs := &lockedBuffer{}
+	logs := &testkit.LockedBuffer{}
 	s := natstest.RunJetStream(t)
 	b, err := broker.New(broker.Config{Name: "alpd", Tenants: []string{"example.org"}, PublicURL: srv.URL,
 		InsecureCookies: true, RecheckGrace: time.Hour,
@@ -215,7 +165,7 @@ func TestRecheckWithDex(t *testing.T) {
 			t.Fatalf("recheck %d of ana: %v", i, err)
 		}
 	}
-	if got := logs.lines(t, failed); len(got) != 0 {
+	if got := logs.Records(failed); len(got) != 0 {
 		t.Fatalf("a good re-check was logged as failed: %v", got)
 	}
 	// Each of them stored the IdP's rotated token: the sign-in's grant and
@@ -243,12 +193,12 @@ func TestRecheckWithDex(t *testing.T) {
 	if err := rc.Recheck(ctx, "example.org", id["bob"]); err != nil {
 		t.Fatalf("recheck of bob after the forged nonce: the rotated token was lost: %v", err)
 	}
-	got := logs.lines(t, failed)
+	got := logs.Records(failed)
 	if len(got) != 1 || got[0]["person_id"] != id["bob"] || got[0]["tenant"] != "example.org" || got[0]["issuer"] != idp.Issuer() ||
 		got[0]["within_grace"] != true || got[0]["attempt"] != float64(1) || !strings.Contains(got[0]["err"].(string), "nonce") {
 		t.Fatalf("failed re-check log lines %v", got)
 	}
-	if again := logs.lines(t, "identity: re-check with the IdP succeeded again"); len(again) != 1 || again[0]["person_id"] != id["bob"] {
+	if again := logs.Records("identity: re-check with the IdP succeeded again"); len(again) != 1 || again[0]["person_id"] != id["bob"] {
 		t.Fatalf("recovery log lines %v", again)
 	}
 
@@ -260,7 +210,7 @@ func TestRecheckWithDex(t *testing.T) {
 		}
 	}
 	idp.SetDown(false)
-	got = logs.lines(t, failed)[1:]
+	got = logs.Records(failed)[1:]
 	if len(got) != 2 || got[0]["person_id"] != id["ana"] || got[0]["error_code"] != "temporarily_unavailable" ||
 		got[0]["within_grace"] != true || got[1]["attempt"] != float64(2) {
 		t.Fatalf("IdP down log lines %v", got)
@@ -274,7 +224,7 @@ func TestRecheckWithDex(t *testing.T) {
 	if err := rc.Recheck(ctx, "example.org", id["cy"]); !errors.Is(err, identity.ErrPersonDisabled) {
 		t.Fatalf("recheck of cy with a dead refresh token: %v, want ErrPersonDisabled", err)
 	}
-	refused := logs.lines(t, "identity: the IdP refused the person's refresh token; they must sign in again")
+	refused := logs.Records("identity: the IdP refused the person's refresh token; they must sign in again")
 	if len(refused) != 1 || refused[0]["person_id"] != id["cy"] || refused[0]["error_code"] != "invalid_request" {
 		t.Fatalf("refusal log lines %v", refused)
 	}

@@ -55,13 +55,12 @@ func (c DoorConfig) complete() DoorConfig {
 	return c
 }
 
-// Door is the send path every agent binding shares (NLIP today; REST and
-// MCP take the same one): it admits an agent by its credential, with the
-// trust the credential's class earns and the rate limits, sends a
-// submission and awaits policy's decision up to a deadline, and reads an
-// envelope's outcome later. A binding only decodes its wire format into a
-// Submission and encodes the Outcome or the error back, so two bindings
-// cannot disagree about who may send what.
+// Door is the send path every agent binding shares: it admits an agent by
+// its credential, with the trust the credential's class earns and the rate
+// limits, sends a submission and awaits policy's decision up to a
+// deadline, and reads an envelope's outcome later. A binding only decodes
+// its wire format into a Submission and encodes the Outcome or the error
+// back, so two bindings cannot disagree about who may send what.
 type Door struct {
 	s      *Service
 	cfg    DoorConfig

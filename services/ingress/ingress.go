@@ -9,7 +9,8 @@
 // agent, person and tenant), sends and awaits policy's decision up to a
 // deadline (or answers pending), and parses recipients ([ParseRecipient]). A
 // binding (services/ingress/nlipapi) only decodes its wire format into a
-// [Submission] and encodes the [Outcome] or the error.
+// [Submission] and encodes the [Outcome] or the error. docs/message-path.md
+// follows one message through it, hop by hop.
 package ingress
 
 import (

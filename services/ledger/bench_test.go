@@ -17,6 +17,7 @@ import (
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ledger"
 	"github.com/alpd-project/alpd/services/ledger/storage/jsstore"
 )
@@ -47,7 +48,7 @@ func BenchmarkColdStart(b *testing.B) {
 	}
 	persons := envInt("ALPD_LEDGER_BENCH_PERSONS", 100_000)
 	entries := envInt("ALPD_LEDGER_BENCH_ENTRIES", 100)
-	e := newEnv(b, 0)
+	e := newRig(b, 0)
 	// The ledger stream as the service makes it.
 	first := e.startLedger(ledger.Options{})
 	first.stop()
@@ -62,7 +63,7 @@ func BenchmarkColdStart(b *testing.B) {
 	for i := range starts {
 		t0 := time.Now()
 		in := e.startLedger(ledger.Options{})
-		waitFor(b, time.Minute, in.svc.Ready)
+		testkit.Eventually(b, time.Minute, in.svc.Ready)
 		ready += time.Since(t0)
 		if n := in.counter("alpd_ledger_tree_loads_total"); n != 0 {
 			b.Fatalf("%v trees loaded at start", n)
@@ -73,7 +74,7 @@ func BenchmarkColdStart(b *testing.B) {
 		old := personID(i * 7918 % persons) // even: has a snapshot
 		t1 := time.Now()
 		e.send(old, `{"cold":"start"}`)
-		waitFor(b, time.Minute, func() error {
+		testkit.Eventually(b, time.Minute, func() error {
 			h, err := in.svc.Storage().Head(context.Background(), tenant, old)
 			if err != nil {
 				return err
@@ -105,7 +106,7 @@ func BenchmarkColdStart(b *testing.B) {
 // would leave them; then the tree snapshots of the even persons, as a
 // running ledger leaves them (the odd ones have none: their first use
 // rebuilds the tree from their leaves, scattered over the stream).
-func buildLogs(b *testing.B, e *testEnv, persons, entries int) {
+func buildLogs(b *testing.B, e *rig, persons, entries int) {
 	js, err := jetstream.New(e.nc, jetstream.WithPublishAsyncMaxPending(8192), jetstream.WithDefaultTimeout(time.Minute))
 	if err != nil {
 		b.Fatal(err)

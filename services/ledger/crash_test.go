@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/alpd-project/alpd/internal/ledgerlog"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ledger"
 	"github.com/alpd-project/alpd/services/ledger/storage/jsstore"
 )
@@ -18,7 +19,7 @@ import (
 // stored but before it saw the ack (a failure hook), twice; the events are
 // redelivered and recognised, so the log has every event once, no gap.
 func TestCrashBetweenPublishAndAck(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newRig(t, 0)
 	var appends atomic.Int32
 	in := e.startLedger(ledger.Options{Workers: 1, AfterPublish: func(_, _ string, first uint64, n int) error {
 		if c := appends.Add(1); c == 3 || c == 7 {
@@ -42,7 +43,7 @@ func TestCrashBetweenPublishAndAck(t *testing.T) {
 // storing leaves (its acks never reach the server); a new instance takes
 // over the redelivered events and the log continues without fork or gap.
 func TestKilledWriterAndRestart(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newRig(t, 0)
 	var first *instance
 	var n atomic.Int32
 	first = e.startLedger(ledger.Options{AfterPublish: func(_, _ string, _ uint64, _ int) error {
@@ -56,7 +57,7 @@ func TestKilledWriterAndRestart(t *testing.T) {
 	for i := range 12 {
 		e.send(persons[i%3], fmt.Sprintf(`{"i":%d}`, i))
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if n.Load() < 4 {
 			return errors.New("the writer has not been killed yet")
 		}
@@ -79,7 +80,7 @@ func TestKilledWriterAndRestart(t *testing.T) {
 // TestNATSRestartDuringAppends restarts the embedded NATS server (same
 // store) while events flow; every log stays continuous.
 func TestNATSRestartDuringAppends(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newRig(t, 0)
 	in := e.startLedger(ledger.Options{})
 	persons := []string{personID(1), personID(2)}
 	const total = 40
@@ -108,7 +109,7 @@ func TestNATSRestartDuringAppends(t *testing.T) {
 // the same logs at once. Every log stays one chain: each index once, each
 // source once; the conflicts this costs are counted.
 func TestTwoInstancesNeverFork(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newRig(t, 0)
 	o := ledger.Options{Workers: 4, MaxAckPending: 64, Partitions: 2}
 	one, two := e.startLedger(o), e.startLedger(o)
 	persons := []string{personID(1), personID(2), personID(3)}

@@ -19,6 +19,7 @@ import (
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 	"github.com/alpd-project/alpd/internal/natsauth"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ledger"
 	"github.com/alpd-project/alpd/services/ledger/secrets"
 	"github.com/alpd-project/alpd/services/ledger/storage/jsstore"
@@ -28,7 +29,7 @@ import (
 // after the stream's dedupe window (a fresh Nats-Msg-Id, the same event id)
 // appends nothing.
 func TestRedeliveryAfterDedupeWindow(t *testing.T) {
-	e := newEnv(t, 200*time.Millisecond)
+	e := newRig(t, 200*time.Millisecond)
 	in := e.startLedger(ledger.Options{})
 	a := personID(1)
 	s := e.send(a, `{"once":true}`)
@@ -59,7 +60,7 @@ func TestRedeliveryAfterDedupeWindow(t *testing.T) {
 // commitment, and no byte derived from a body is on the ledger stream or
 // in the ledger's buckets except salted commitments.
 func TestErasure(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newRig(t, 0)
 	in := e.startLedger(ledger.Options{})
 	a, b := personID(1), personID(2)
 	var all []sent
@@ -155,7 +156,7 @@ func TestErasure(t *testing.T) {
 // from its snapshot, keeps at most MaxTrees trees, and rebuilds a log
 // whose snapshot was damaged from the stream.
 func TestLazyLoad(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newRig(t, 0)
 	in := e.startLedger(ledger.Options{Workers: 4})
 	const persons = 40
 	for i := range persons {
@@ -170,7 +171,7 @@ func TestLazyLoad(t *testing.T) {
 	in.stop()
 
 	second := e.startLedger(ledger.Options{MaxTrees: 8})
-	waitFor(t, 10*time.Second, second.svc.Ready)
+	testkit.Eventually(t, 10*time.Second, second.svc.Ready)
 	if n := second.counter("alpd_ledger_tree_loads_total"); n != 0 || second.svc.Store().Loaded() != 0 {
 		t.Fatalf("%v trees loaded at start (%d in memory)", n, second.svc.Store().Loaded())
 	}

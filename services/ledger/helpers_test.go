@@ -26,15 +26,16 @@ import (
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ledger"
 	"github.com/alpd-project/alpd/services/ledger/storage"
 )
 
 const tenant = "example.org"
 
-// testEnv is an embedded NATS (restartable on the same store and port), a
+// rig is an embedded NATS (restartable on the same store and port), a
 // memory KeyStore with the tenant's keys, and the streams the ledger reads.
-type testEnv struct {
+type rig struct {
 	t    testing.TB
 	dir  string
 	port int
@@ -49,9 +50,9 @@ type testEnv struct {
 	published atomic.Uint64
 }
 
-func newEnv(t testing.TB, dup time.Duration) *testEnv {
+func newRig(t testing.TB, dup time.Duration) *rig {
 	t.Helper()
-	e := &testEnv{t: t, dir: t.TempDir(), ks: keystore.NewMemory(), dup: dup}
+	e := &rig{t: t, dir: t.TempDir(), ks: keystore.NewMemory(), dup: dup}
 	e.srv = natstest.RunServer(t, natstest.Options(e.dir))
 	e.port = e.srv.Addr().(*net.TCPAddr).Port
 	ctx := context.Background()
@@ -78,7 +79,7 @@ func newEnv(t testing.TB, dup time.Duration) *testEnv {
 	return e
 }
 
-func (e *testEnv) connect() *nats.Conn {
+func (e *rig) connect() *nats.Conn {
 	e.t.Helper()
 	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", e.port), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	if err != nil {
@@ -88,7 +89,7 @@ func (e *testEnv) connect() *nats.Conn {
 	return nc
 }
 
-func (e *testEnv) newBus(nc *nats.Conn) *bus.Bus {
+func (e *rig) newBus(nc *nats.Conn) *bus.Bus {
 	e.t.Helper()
 	b, err := bus.New(nc, bus.Options{Namespace: "alpd", Duplicates: e.dup, CheckProducer: streams.CheckProducer,
 		AckWait: 2 * time.Second, MaxDeliver: 50})
@@ -100,7 +101,7 @@ func (e *testEnv) newBus(nc *nats.Conn) *bus.Bus {
 
 // restartNATS stops the server and starts a new one on the same store and
 // port; clients reconnect.
-func (e *testEnv) restartNATS() {
+func (e *rig) restartNATS() {
 	e.t.Helper()
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
@@ -118,7 +119,7 @@ type instance struct {
 	done   chan struct{}
 }
 
-func (e *testEnv) startLedger(o ledger.Options) *instance {
+func (e *rig) startLedger(o ledger.Options) *instance {
 	e.t.Helper()
 	nc := e.connect()
 	b := e.newBus(nc)
@@ -190,12 +191,12 @@ func personID(i int) string { return fmt.Sprintf("p%031x", i) }
 
 // send publishes a SendRequested for person as ingress does: body sealed
 // with the person's data key, one subject per envelope.
-func (e *testEnv) send(person, body string) sent {
+func (e *rig) send(person, body string) sent {
 	e.t.Helper()
 	ctx := context.Background()
 	id := uuid.Must(uuid.NewV7()).String()
 	var sb *alpv1.SealedBody
-	waitFor(e.t, 20*time.Second, func() (err error) {
+	testkit.Eventually(e.t, 20*time.Second, func() (err error) {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		sb, err = e.sealer.Seal(sctx, tenant, person, []byte(body), []byte(id))
@@ -214,7 +215,7 @@ func (e *testEnv) send(person, body string) sent {
 
 // publish publishes ev, retrying while NATS restarts (the message id
 // makes a retry of a stored publish a no-op).
-func (e *testEnv) publish(subject string, ev *alpv1.Event) {
+func (e *rig) publish(subject string, ev *alpv1.Event) {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -235,7 +236,7 @@ func (e *testEnv) publish(subject string, ev *alpv1.Event) {
 }
 
 // erase does what identity's Erase does.
-func (e *testEnv) erase(person string) {
+func (e *rig) erase(person string) {
 	e.t.Helper()
 	ctx := context.Background()
 	if err := e.sealer.Destroy(ctx, tenant, person); err != nil {
@@ -250,9 +251,9 @@ func (e *testEnv) erase(person string) {
 
 // waitDrained waits until the ledger's work queue is empty: every event
 // was handled and acknowledged (a work queue drops acknowledged messages).
-func (e *testEnv) waitDrained() {
+func (e *rig) waitDrained() {
 	e.t.Helper()
-	waitFor(e.t, 30*time.Second, func() error {
+	testkit.Eventually(e.t, 30*time.Second, func() error {
 		st, err := e.b.JetStream().Stream(context.Background(), e.b.StreamName(streams.LedgerWork))
 		if err != nil {
 			return err
@@ -268,24 +269,9 @@ func (e *testEnv) waitDrained() {
 	})
 }
 
-func waitFor(t testing.TB, d time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // streamLeaves reads a person's log straight from the stream, bypassing
 // the store: what an auditor would export.
-func (e *testEnv) streamLeaves(person string) ([][]byte, []*alpv1.Event) {
+func (e *rig) streamLeaves(person string) ([][]byte, []*alpv1.Event) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -330,11 +316,11 @@ func (e *testEnv) streamLeaves(person string) ([][]byte, []*alpv1.Event) {
 // leaves parse, indexes are 0..n-1 with no gap or repeat, every source
 // event appears once; and the store's head and signed checkpoint agree
 // with the tree recomputed from those leaves. It returns the entries.
-func (e *testEnv) checkLog(r storage.Reader, person string, want int) []ledgerlog.Entry {
+func (e *rig) checkLog(r storage.Reader, person string, want int) []ledgerlog.Entry {
 	e.t.Helper()
 	ctx := context.Background()
 	var head storage.Head
-	waitFor(e.t, 20*time.Second, func() error {
+	testkit.Eventually(e.t, 20*time.Second, func() error {
 		var err error
 		head, err = r.Head(ctx, tenant, person)
 		if err != nil {

@@ -18,7 +18,7 @@ import (
 // the envelope's digest; the checkpoint opens with the tenant's key and
 // matches the tree recomputed from the stream.
 func TestSendRequestedBecomesEntry(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newRig(t, 0)
 	in := e.startLedger(ledger.Options{})
 	a, b := personID(1), personID(2)
 	var sentA []sent
@@ -100,7 +100,7 @@ func TestSendRequestedBecomesEntry(t *testing.T) {
 	_ = time.Second
 }
 
-func mustLeaf(t *testing.T, e *testEnv, person string, i int) []byte {
+func mustLeaf(t *testing.T, e *rig, person string, i int) []byte {
 	t.Helper()
 	leaves, _ := e.streamLeaves(person)
 	return leaves[i]

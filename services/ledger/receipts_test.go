@@ -13,7 +13,7 @@ import (
 // tenant's ledger key and proves the leaf; issuing and recording receipts
 // append receipt entries through the same fork-free append.
 func TestReceipts(t *testing.T) {
-	e := newEnv(t, 0)
+	e := newRig(t, 0)
 	// Checkpoint rounds too rare to help: IssueReceipt signs at once.
 	in := e.startLedger(ledger.Options{Workers: 1, CheckpointInterval: time.Hour})
 	a, b := personID(1), personID(2)

@@ -2,11 +2,11 @@
 // workers are stateless and share one durable consumer on the policy work
 // queue, so SREs scale them by adding replicas.
 //
-// This first version has no rules to evaluate yet (the schema registry, org
-// policies and person rules arrive in the policy issue), so every message
-// meets alpd's default: deny, with a reason naming the broker rule. The
-// consumer, the Decided event, its idempotency and the envelope hop are the
-// real ones the rule engine will plug into.
+// With no rules to evaluate (docs/architecture.md, "Services today", says
+// what is still to come), every message meets alpd's default: deny, with a
+// reason naming the broker rule. The consumer, the Decided event, its
+// idempotency and the envelope hop are the ones rules plug into
+// (docs/message-path.md follows a message through them).
 package policy
 
 import (

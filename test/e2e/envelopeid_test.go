@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,9 +12,10 @@ import (
 	"time"
 )
 
-// signInPAT signs username in at addr's test IdP the way a browser does
-// and mints the person a personal access token with only alp.read.
-func signInPAT(t *testing.T, addr, username string) string {
+// signInAgent signs username in at addr's test IdP the way a browser does
+// and mints the person a personal access token with scopes, for an agent
+// of theirs to use. It returns the token and the person's id.
+func signInAgent(t *testing.T, addr, username string, scopes ...string) (pat, personID string) {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
@@ -30,14 +32,16 @@ func signInPAT(t *testing.T, addr, username string) string {
 		t.Fatal(err)
 	}
 	var sess struct {
-		CSRF string `json:"csrf"`
+		CSRF     string `json:"csrf"`
+		PersonID string `json:"person_id"`
 	}
 	err = json.NewDecoder(resp.Body).Decode(&sess)
 	resp.Body.Close()
-	if err != nil || sess.CSRF == "" {
+	if err != nil || sess.CSRF == "" || sess.PersonID == "" {
 		t.Fatalf("session of %s: %v %+v", username, err, sess)
 	}
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/pats", strings.NewReader(`{"name":"e2e","scopes":["alp.read"]}`))
+	body, _ := json.Marshal(map[string]any{"name": "e2e", "scopes": scopes})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/pats", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Origin", "http://"+addr)
 	req.Header.Set("X-CSRF-Token", sess.CSRF)
@@ -45,15 +49,15 @@ func signInPAT(t *testing.T, addr, username string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pat struct {
+	var minted struct {
 		Token string `json:"token"`
 	}
-	err = json.NewDecoder(resp.Body).Decode(&pat)
+	err = json.NewDecoder(resp.Body).Decode(&minted)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated || err != nil || !strings.HasPrefix(pat.Token, "alppat_") {
+	if resp.StatusCode != http.StatusCreated || err != nil || !strings.HasPrefix(minted.Token, "alppat_") {
 		t.Fatalf("PAT for %s: %d %v", username, resp.StatusCode, err)
 	}
-	return pat.Token
+	return minted.Token, sess.PersonID
 }
 
 // pollEnvelope is GET /nlip/envelopes/{id} at addr with a bearer token; it
@@ -68,22 +72,33 @@ func pollEnvelope(t *testing.T, addr, id, token string) (int, string) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var reply struct {
+	var e struct {
+		Code string `json:"code"`
+	}
+	if c, ok := submessage(body, "alp.error"); ok && json.Unmarshal(c, &e) == nil {
+		return resp.StatusCode, e.Code
+	}
+	return resp.StatusCode, ""
+}
+
+// submessage is the content of the first submessage labeled label in the
+// JSON NLIP message body; false when there is none (or body is not one).
+func submessage(body []byte, label string) (json.RawMessage, bool) {
+	var m struct {
 		Submessages []struct {
 			Label   string          `json:"label"`
 			Content json.RawMessage `json:"content"`
 		} `json:"submessages"`
 	}
-	_ = json.Unmarshal(body, &reply)
-	for _, sm := range reply.Submessages {
-		var e struct {
-			Code string `json:"code"`
-		}
-		if sm.Label == "alp.error" && json.Unmarshal(sm.Content, &e) == nil {
-			return resp.StatusCode, e.Code
+	if json.Unmarshal(body, &m) != nil {
+		return nil, false
+	}
+	for _, sm := range m.Submessages {
+		if sm.Label == label {
+			return sm.Content, true
 		}
 	}
-	return resp.StatusCode, ""
+	return nil, false
 }
 
 // checkHostileEnvelopeID is issue 10 finding 1 against a real process:

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 // Timeouts of the process life cycle.
@@ -116,30 +118,11 @@ func freeAddrs(t *testing.T, n int) []string {
 
 func freeAddr(t *testing.T) string { return freeAddrs(t, 1)[0] }
 
-// syncBuffer is a bytes.Buffer safe for the copying goroutine of exec and
-// the test reading it at the same time.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // proc is a started child process with its output captured.
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	output *syncBuffer // stdout and stderr
+	output *testkit.LockedBuffer // stdout and stderr
 	done   chan struct{}
 }
 
@@ -160,7 +143,7 @@ func hermeticEnv(extra ...string) []string {
 // failed.
 func startProc(t *testing.T, name, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), output: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), output: &testkit.LockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = env
 	p.cmd.Stdout = p.output
 	p.cmd.Stderr = p.output
@@ -344,19 +327,6 @@ type readyz struct {
 		Subjects   []string `json:"subjects"`
 		AppendOnly bool     `json:"append_only"`
 	} `json:"streams"`
-}
-
-// logRecords returns the JSON log lines of the process whose "msg" is msg,
-// decoded.
-func (p *proc) logRecords(msg string) []map[string]any {
-	var recs []map[string]any
-	for line := range strings.SplitSeq(p.output.String(), "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
-			recs = append(recs, rec)
-		}
-	}
-	return recs
 }
 
 // toolTimeout bounds one run of a command-line tool (alpctl).

@@ -205,7 +205,7 @@ func checkStartRefused(t *testing.T, c *splitCluster, certRole string, want ...s
 	if code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}
-	recs := p.logRecords("alpd could not start")
+	recs := p.output.Records("alpd could not start")
 	if len(recs) != 1 {
 		t.Fatalf("%d \"alpd could not start\" log records, want 1", len(recs))
 	}

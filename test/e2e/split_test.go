@@ -3,7 +3,6 @@ package e2e
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"net/http"
 	"os"
@@ -29,6 +28,7 @@ import (
 	"github.com/alpd-project/alpd/internal/config"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/mtls"
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 // Split mode's tenant, broker name (NATS namespace) and operator.
@@ -209,7 +209,7 @@ func TestSplitMode(t *testing.T) {
 	// Issue 10 finding 1 with ingress as its own process: a read-only PAT
 	// from identity, then about 4,000 characters as an envelope id.
 	t.Run("hostile envelope id", func(t *testing.T) {
-		pat := signInPAT(t, c.byName["identity"].httpAddr, splitUser)
+		pat, _ := signInAgent(t, c.byName["identity"].httpAddr, splitUser, "alp.read")
 		ingress := c.byName["ingress"]
 		checkHostileEnvelopeID(t, ingress.proc, ingress.httpAddr, pat)
 	})
@@ -280,8 +280,7 @@ func startSplit(t *testing.T, b bins) *splitCluster {
 	c.ns = startProc(t, "nats-server", b.natsServer, hermeticEnv(), "-c", filepath.Join(c.natsDir, "nats-server.conf"))
 	waitTCP(t, c.ns, c.natsAddr, 15*time.Second)
 
-	kek := make([]byte, 32)
-	_, _ = rand.Read(kek)
+	kek := testkit.RandKey()
 	c.env = hermeticEnv("ALPD_KEK=" + base64.StdEncoding.EncodeToString(kek))
 	for _, s := range c.svcs {
 		s.configFile = filepath.Join(dir, s.name+".yaml")

@@ -12,7 +12,7 @@ import (
 )
 
 func TestAdminRegistersConfidentialClient(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	w := newWeb(t, e, nil)
 	alice := w.signIn("alice")
 
@@ -65,7 +65,7 @@ func TestAdminRegistersConfidentialClient(t *testing.T) {
 }
 
 func TestAdminRefusals(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	w := newWeb(t, e, nil)
 	alice, bob := w.signIn("alice"), w.signIn("bob")
 	body := clientreg.AdminClientRequest{Name: "x", RedirectURIs: []string{"https://x.example.org/cb"}}
@@ -108,7 +108,7 @@ func TestAdminRefusals(t *testing.T) {
 }
 
 func TestAdminVendorClientAndAttestation(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	w := newWeb(t, e, nil)
 	alice, bob := w.signIn("alice"), w.signIn("bob")
 	ctx := ctxT(t)

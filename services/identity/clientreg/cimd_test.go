@@ -73,12 +73,12 @@ func goodDoc(id string) map[string]any {
 	}
 }
 
-func (d *docServer) source(e *env) *clientreg.CIMDSource {
+func (d *docServer) source(e *rig) *clientreg.CIMDSource {
 	return &clientreg.CIMDSource{Store: e.store, HTTPClient: d.srv.Client(), AllowHTTPLoopback: true}
 }
 
 func TestCIMDHappyPath(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	d := newDocServer(t)
 	id := d.url("/agent/client.json")
 	d.serveDoc("/agent/client.json", goodDoc(id))
@@ -134,7 +134,7 @@ func TestCIMDHappyPath(t *testing.T) {
 }
 
 func TestCIMDFallback(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	ctx := ctxT(t)
 	if _, err := e.store.RegisterClient(ctx, identitystore.ClientSpec{Tenant: tenant, ClientID: "dcr_abc",
 		Kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR, RedirectURIs: []string{"https://a.example/cb"}}); err != nil {
@@ -168,7 +168,7 @@ func (f sourceFunc) Client(ctx context.Context, tenant, id string) (identitystor
 }
 
 func TestCIMDAdminRegisteredURLNotFetched(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	ctx := ctxT(t)
 	d := newDocServer(t)
 	id := d.url("/vendor/client.json")
@@ -191,7 +191,7 @@ func TestCIMDAdminRegisteredURLNotFetched(t *testing.T) {
 }
 
 func TestCIMDChangedDocument(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	ctx := ctxT(t)
 	d := newDocServer(t)
 	id := d.url("/client.json")
@@ -232,7 +232,7 @@ func TestCIMDChangedDocument(t *testing.T) {
 }
 
 func TestCIMDRejections(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	d := newDocServer(t)
 	jsonDoc := func(doc any) http.HandlerFunc {
 		b, _ := json.Marshal(doc)
@@ -315,7 +315,7 @@ func TestCIMDRejections(t *testing.T) {
 }
 
 func TestCIMDClientIDRules(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	d := newDocServer(t)
 	src := d.source(e)
 	strict := &clientreg.CIMDSource{Store: e.store, HTTPClient: d.srv.Client()}
@@ -353,7 +353,7 @@ func TestCIMDClientIDRules(t *testing.T) {
 // TestCIMDHTTPLoopback: plain http on loopback is fetched with
 // AllowHTTPLoopback, but identitystore registers https client ids only.
 func TestCIMDHTTPLoopback(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	var fetched atomic.Bool
 	var srv *httptest.Server
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -384,7 +384,7 @@ func (r staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.
 }
 
 func TestCIMDSSRFGuard(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	d := newDocServer(t)
 	_, port, _ := net.SplitHostPort(d.srv.Listener.Addr().String())
 	resolver := staticResolver{
@@ -434,7 +434,7 @@ func TestCIMDSSRFGuard(t *testing.T) {
 type wrapTransport struct{ http.RoundTripper }
 
 func TestCIMDTransportMustBeHTTPTransport(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	src := &clientreg.CIMDSource{Store: e.store, HTTPClient: &http.Client{Transport: wrapTransport{http.DefaultTransport}}}
 	if _, err := src.Client(ctxT(t), tenant, "https://agent.example/client.json"); err == nil || !strings.Contains(err.Error(), "Transport") {
 		t.Fatalf("%v", err)

@@ -18,7 +18,7 @@ import (
 )
 
 // dcrServer serves DCRHandler(tenant) at /register.
-func dcrServer(t *testing.T, e *env, tweak func(*clientreg.Config)) (*httptest.Server, *clientreg.Registrar) {
+func dcrServer(t *testing.T, e *rig, tweak func(*clientreg.Config)) (*httptest.Server, *clientreg.Registrar) {
 	t.Helper()
 	cfg := clientreg.Config{Store: e.store, DCRRate: 1000, DCRBurst: 1000,
 		// Tests name their remote address in a header.
@@ -68,7 +68,7 @@ func postJSON(t *testing.T, url string, v any, headers ...string) answer {
 }
 
 func TestDCRHappyPath(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	srv, _ := dcrServer(t, e, nil)
 
 	a := postJSON(t, srv.URL+"/register", map[string]any{
@@ -133,7 +133,7 @@ func TestDCRHappyPath(t *testing.T) {
 }
 
 func TestDCRRejections(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	srv, _ := dcrServer(t, e, nil)
 	ok := []string{"https://app.example/cb"}
 	long := strings.Repeat("n", clientreg.MaxClientNameBytes+1)
@@ -230,7 +230,7 @@ func TestDCRRejections(t *testing.T) {
 }
 
 func TestDCRRateLimit(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	srv, _ := dcrServer(t, e, func(c *clientreg.Config) {
 		c.DCRRate, c.DCRBurst, c.DCRLimiterCapacity = rate.Every(time.Hour), 2, 3
 	})
@@ -262,7 +262,7 @@ func TestDCRRateLimit(t *testing.T) {
 // forgotten) instead of everyone being refused, and the addresses limited
 // right now stay limited (issue 10, finding 6).
 func TestDCRLimiterFullTableIsFair(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	srv, _ := dcrServer(t, e, func(c *clientreg.Config) {
 		c.DCRRate, c.DCRBurst, c.DCRLimiterCapacity = rate.Every(time.Hour), 1, 3
 	})
@@ -301,7 +301,7 @@ func TestDCRAddressKeys(t *testing.T) {
 	}
 	for _, g := range groups {
 		t.Run(g[0], func(t *testing.T) {
-			e := newEnv(t)
+			e := newRig(t)
 			srv, _ := dcrServer(t, e, func(c *clientreg.Config) { c.DCRRate, c.DCRBurst = rate.Every(time.Hour), 1 })
 			for i, ip := range g {
 				a := postJSON(t, srv.URL+"/register", body, "X-Test-IP", ip)
@@ -323,7 +323,7 @@ func TestDCRAddressKeys(t *testing.T) {
 // global bound of unused dynamic clients (503 temporarily_unavailable with
 // Retry-After), and a client's first use makes room (issue 10, finding 6).
 func TestDCRUnusedClientBounds(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	srv, _ := dcrServer(t, e, func(c *clientreg.Config) {
 		c.MaxUnusedDynamicClients, c.MaxUnusedDynamicClientsPerTenant = 3, 2
 	})
@@ -371,7 +371,7 @@ func TestDCRUnusedClientBounds(t *testing.T) {
 }
 
 func TestDCRRateLimitRemoteAddr(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	reg, err := clientreg.New(clientreg.Config{Store: e.store, DCRRate: rate.Every(time.Hour), DCRBurst: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -400,7 +400,7 @@ func TestDCRRateLimitRemoteAddr(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	bad := []clientreg.Config{
 		{},
 		{Store: e.store, Scopes: []string{"has space"}},

@@ -3,7 +3,6 @@ package clientreg_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/identity/clientreg"
 )
 
@@ -36,15 +36,15 @@ const (
 
 var hosted = []string{tenant, other}
 
-// env is a broker's identity stream on a real JetStream server and a store
+// rig is a broker's identity stream on a real JetStream server and a store
 // following it.
-type env struct {
+type rig struct {
 	b     *bus.Bus
 	ks    keystore.KeyStore
 	store *identitystore.Store
 }
 
-func newEnv(t *testing.T) *env {
+func newRig(t *testing.T) *rig {
 	t.Helper()
 	nc := natstest.Connect(t, natstest.RunJetStream(t))
 	b, err := bus.New(nc, bus.Options{Namespace: "t", Registerer: prometheus.NewRegistry()})
@@ -55,7 +55,7 @@ func newEnv(t *testing.T) *env {
 	if _, err := b.EnsureStream(context.Background(), def.Spec(hosted, streams.Limits{})); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{b: b, ks: keystore.NewMemory()}
+	e := &rig{b: b, ks: keystore.NewMemory()}
 	for _, tn := range hosted {
 		if _, err := e.ks.Generate(context.Background(), tn, alpv1.KeyPurpose_KEY_PURPOSE_DATA); err != nil {
 			t.Fatal(err)
@@ -65,7 +65,7 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) open(t *testing.T) *identitystore.Store {
+func (e *rig) open(t *testing.T) *identitystore.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -79,7 +79,7 @@ func (e *env) open(t *testing.T) *identitystore.Store {
 
 // streamContains reports whether any message of the identity stream
 // (data or headers) contains needle.
-func (e *env) streamContains(t *testing.T, needle []byte) bool {
+func (e *rig) streamContains(t *testing.T, needle []byte) bool {
 	t.Helper()
 	ctx := context.Background()
 	st, err := e.b.JetStream().Stream(ctx, e.b.StreamName(streams.Identity))
@@ -128,7 +128,7 @@ func ctxT(t *testing.T) context.Context {
 // registration endpoints.
 type web struct {
 	t      *testing.T
-	env    *env
+	rig    *rig
 	srv    *httptest.Server
 	public string
 	reg    *clientreg.Registrar
@@ -143,23 +143,16 @@ type noKeeper struct{}
 
 func (noKeeper) KeepRefreshToken(context.Context, string, string, signin.IdPGrant) error { return nil }
 
-func newWeb(t *testing.T, e *env, tweak func(*clientreg.Config)) *web {
+func newWeb(t *testing.T, e *rig, tweak func(*clientreg.Config)) *web {
 	t.Helper()
-	w := &web{t: t, env: e}
+	w := &web{t: t, rig: e}
 	mux := http.NewServeMux()
 	w.srv = httptest.NewUnstartedServer(mux)
 	w.public = "http://" + w.srv.Listener.Addr().String()
 
-	idp, err := testidp.New(testidp.Config{AutoLogin: true, Users: users, Clients: []testidp.Client{{
+	idp := testkit.StartIdP(t, testidp.Config{AutoLogin: true, Users: users, Clients: []testidp.Client{{
 		ID: "alpd", Secret: "alpd-secret", RedirectURIs: []string{w.public + "/signin/callback/" + tenant},
 	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := idp.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = idp.Close() })
 
 	sessionsKV, err := e.b.JetStream().CreateOrUpdateKeyValue(t.Context(), signin.SessionsBucketConfig("T_SESSIONS", signin.DefaultSessionTTL, 1))
 	if err != nil {
@@ -167,7 +160,7 @@ func newWeb(t *testing.T, e *env, tweak func(*clientreg.Config)) *web {
 	}
 	svc, err := signin.New(t.Context(), signin.Config{
 		Sessions:  signin.KVSessions{KV: sessionsKV},
-		PublicURL: w.public, Insecure: true, HashKey: randKey(), BlockKey: randKey(),
+		PublicURL: w.public, Insecure: true, HashKey: testkit.RandKey(), BlockKey: testkit.RandKey(),
 		Tenants: []signin.TenantIdP{{
 			Tenant: tenant, Issuer: idp.Issuer(), ClientID: "alpd", ClientSecret: "alpd-secret",
 			Directory: map[string]string{"sub:sub-alice": "alice@example.org", "sub:sub-bob": "bob@example.org"},
@@ -204,12 +197,6 @@ func newWeb(t *testing.T, e *env, tweak func(*clientreg.Config)) *web {
 	w.srv.Start()
 	t.Cleanup(w.srv.Close)
 	return w
-}
-
-func randKey() []byte {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return b
 }
 
 // user is a browser signed in as someone.

@@ -44,7 +44,7 @@ func wantPATErr(t *testing.T, err error, sentinel error, code string) *agentauth
 }
 
 func TestPATLifecycle(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	w := newWeb(t, e, nil)
 	alice, bob := w.signIn("alice"), w.signIn("bob")
 	ctx := ctxT(t)
@@ -179,7 +179,7 @@ func flip(c byte) string {
 }
 
 func TestPATRequestRules(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	w := newWeb(t, e, nil)
 	bob := w.signIn("bob")
 	ok := func(extra map[string]any) map[string]any {
@@ -233,7 +233,7 @@ func TestPATRequestRules(t *testing.T) {
 }
 
 func TestPATVerifierFailsClosed(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	w := newWeb(t, e, nil)
 	alice := w.signIn("alice")
 	p := issuePAT(t, w, alice, map[string]any{"name": "n", "scopes": []string{"alp.read"}})
@@ -260,7 +260,7 @@ func TestPATVerifierFailsClosed(t *testing.T) {
 }
 
 func TestPATListNotConfigured(t *testing.T) {
-	e := newEnv(t)
+	e := newRig(t)
 	w := newWeb(t, e, func(c *clientreg.Config) { c.Bus = nil })
 	bob := w.signIn("bob")
 	// Issuing works without a lister (no per-person limit then).

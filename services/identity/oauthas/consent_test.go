@@ -12,7 +12,7 @@ import (
 	"github.com/alpd-project/alpd/services/identity/oauthas"
 )
 
-func authURL(h *harness, c testClient, tenant, challengeVerifier string) string {
+func authURL(h *rig, c testClient, tenant, challengeVerifier string) string {
 	return h.oauth2Config(c, tenant).AuthCodeURL("st", oauth2.S256ChallengeOption(challengeVerifier),
 		oauth2.SetAuthURLParam("resource", h.mcp), oauth2.SetAuthURLParam("login_hint", "ana"))
 }
@@ -21,7 +21,7 @@ func authURL(h *harness, c testClient, tenant, challengeVerifier string) string 
 // broker's page; a company agent (vetted by the organization) does not.
 func TestConsent(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	h.consent = "" // the browser stops at the consent page
 	public := h.publicClient(tenantA, "dcr-agent")
 	b := h.browser()
@@ -97,7 +97,7 @@ func wantConsentRefused(t *testing.T, a answer, code string) {
 // request (made by edit from the default one) on the consent page, and
 // returns the authorization URL the consent page sends the browser back
 // to, carrying the ticket.
-func approvedAuthorization(t *testing.T, h *harness, b *http.Client, c testClient) *url.URL {
+func approvedAuthorization(t *testing.T, h *rig, b *http.Client, c testClient) *url.URL {
 	t.Helper()
 	page := h.get(b, authURL(h, c, tenantA, oauth2.GenerateVerifier()))
 	if page.status != http.StatusOK || !strings.Contains(page.body, "Allow") {
@@ -123,7 +123,7 @@ func approvedAuthorization(t *testing.T, h *harness, b *http.Client, c testClien
 // client) gets consent_mismatch and no code (issue 10, finding 9).
 func TestConsentTicketBoundToRequest(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	h.consent = ""
 	public := h.publicClient(tenantA, "dcr-bound")
 	h.publicClient(tenantA, "dcr-other")
@@ -166,7 +166,7 @@ func TestConsentTicketBoundToRequest(t *testing.T) {
 // consent_replayed and no code (issue 10, finding 9).
 func TestConsentTicketSingleUse(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	h.consent = ""
 	public := h.publicClient(tenantA, "dcr-once")
 	b := h.browser()

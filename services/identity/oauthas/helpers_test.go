@@ -36,6 +36,7 @@ import (
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/identity/oauthas"
 )
 
@@ -55,7 +56,7 @@ const (
 // Every secret a test sees (tokens, codes, client secrets) is recorded here;
 // TestMain fails if any of them appears in the logs.
 var (
-	logs      lockedBuffer
+	logs      testkit.LockedBuffer
 	secretsMu sync.Mutex
 	secrets   = map[string]string{}
 )
@@ -97,23 +98,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // recheck is a settable PersonRechecker.
 type recheck struct {
 	mu    sync.Mutex
@@ -138,10 +122,10 @@ type nopKeeper struct{}
 
 func (nopKeeper) KeepRefreshToken(context.Context, string, string, signin.IdPGrant) error { return nil }
 
-// harness is a broker hosting tenants A and B: identity store on a real
+// rig is a broker hosting tenants A and B: identity store on a real
 // JetStream, key store, sign-in through two test IdPs, and the
 // authorization servers, over real HTTP on 127.0.0.1.
-type harness struct {
+type rig struct {
 	// consent is how the person answers consent pages ("allow", "deny";
 	// "" leaves the page as the answer).
 	consent string
@@ -161,20 +145,20 @@ type harness struct {
 	deps oauthas.Deps
 }
 
-type harnessOpts struct {
+type rigOptions struct {
 	noRecheck bool
 	codeTTL   time.Duration
 }
 
-func newHarness(t *testing.T, opts ...harnessOpts) *harness {
+func newRig(t *testing.T, opts ...rigOptions) *rig {
 	t.Helper()
-	var o harnessOpts
+	var o rigOptions
 	if len(opts) > 0 {
 		o = opts[0]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h := &harness{t: t, recheck: &recheck{}, admin: map[string]string{}, consent: "allow"}
+	h := &rig{t: t, recheck: &recheck{}, admin: map[string]string{}, consent: "allow"}
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	// Identity stream and store.
@@ -214,10 +198,10 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	h.rest = h.public + "/v1"
 
 	// People sign in through one test IdP per tenant.
-	idpA := startIdP(t, testidp.Config{AutoLogin: true,
+	idpA := testkit.StartIdP(t, testidp.Config{AutoLogin: true,
 		Users:   []testidp.User{{Subject: "sub-ana", Username: "ana"}, {Subject: "sub-cy", Username: "cy"}},
 		Clients: []testidp.Client{{ID: "alpd", Secret: "idp-secret", RedirectURIs: []string{h.public + signin.PathCallback + tenantA}}}})
-	idpB := startIdP(t, testidp.Config{AutoLogin: true,
+	idpB := testkit.StartIdP(t, testidp.Config{AutoLogin: true,
 		Users:   []testidp.User{{Subject: "sub-bo", Username: "bo"}},
 		Clients: []testidp.Client{{ID: "alpd", Secret: "idp-secret", RedirectURIs: []string{h.public + signin.PathCallback + tenantB}}}})
 	sessionsKV, err := b.JetStream().CreateOrUpdateKeyValue(ctx, signin.SessionsBucketConfig("t_sessions", signin.DefaultSessionTTL, 1))
@@ -226,7 +210,7 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 	}
 	sessions, err := signin.New(ctx, signin.Config{
 		Sessions:  signin.KVSessions{KV: sessionsKV},
-		PublicURL: h.public, Insecure: true, HashKey: randBytes(32), BlockKey: randBytes(32), Logger: log,
+		PublicURL: h.public, Insecure: true, HashKey: testkit.RandKey(), BlockKey: testkit.RandKey(), Logger: log,
 		Tenants: []signin.TenantIdP{
 			{Tenant: tenantA, Issuer: idpA.Issuer(), ClientID: "alpd", ClientSecret: "idp-secret",
 				Directory: map[string]string{"sub:sub-ana": "ana@a.example", "sub:sub-cy": "cy@a.example"}},
@@ -283,7 +267,7 @@ func newHarness(t *testing.T, opts ...harnessOpts) *harness {
 // store, code bucket, sign-in and keys) on a listener of its own, as a
 // second identity replica would, and returns its host:port. The browser's
 // session cookie is good there too (cookies do not depend on the port).
-func (h *harness) replica() string {
+func (h *rig) replica() string {
 	h.t.Helper()
 	mux := http.NewServeMux()
 	srv := httptest.NewUnstartedServer(mux)
@@ -301,25 +285,6 @@ func (h *harness) replica() string {
 	return srv.Listener.Addr().String()
 }
 
-func startIdP(t *testing.T, cfg testidp.Config) *testidp.IdP {
-	t.Helper()
-	idp, err := testidp.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := idp.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = idp.Close() })
-	return idp
-}
-
-func randBytes(n int) []byte {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return b
-}
-
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -334,7 +299,7 @@ type testClient struct {
 	kind   alpv1.ClientKind
 }
 
-func (h *harness) confidential(tenant, id string) testClient {
+func (h *rig) confidential(tenant, id string) testClient {
 	h.t.Helper()
 	secret := recordSecret("client secret", "alpcs_"+strings.Repeat("s", 8)+rand.Text())
 	_, err := h.store.RegisterClient(ctxT(h.t), identitystore.ClientSpec{
@@ -348,7 +313,7 @@ func (h *harness) confidential(tenant, id string) testClient {
 	return testClient{tenant: tenant, id: id, secret: secret, kind: alpv1.ClientKind_CLIENT_KIND_CONFIDENTIAL}
 }
 
-func (h *harness) publicClient(tenant, id string) testClient {
+func (h *rig) publicClient(tenant, id string) testClient {
 	h.t.Helper()
 	_, err := h.store.RegisterClient(ctxT(h.t), identitystore.ClientSpec{
 		Tenant: tenant, ClientID: id, Kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR,
@@ -360,10 +325,10 @@ func (h *harness) publicClient(tenant, id string) testClient {
 	return testClient{tenant: tenant, id: id, kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR}
 }
 
-func (h *harness) issuer(tenant string) string { return h.public + "/oauth/" + tenant }
+func (h *rig) issuer(tenant string) string { return h.public + "/oauth/" + tenant }
 
 // oauth2Config is a golang.org/x/oauth2 client of c at c's tenant.
-func (h *harness) oauth2Config(c testClient, tenant string) *oauth2.Config {
+func (h *rig) oauth2Config(c testClient, tenant string) *oauth2.Config {
 	style := oauth2.AuthStyleInParams
 	if c.secret != "" {
 		style = oauth2.AuthStyleInHeader
@@ -378,7 +343,7 @@ func (h *harness) oauth2Config(c testClient, tenant string) *oauth2.Config {
 
 // browser is a cookie-jar client that follows redirects through sign-in
 // and the IdP and stops at the client's redirect URIs.
-func (h *harness) browser() *http.Client {
+func (h *rig) browser() *http.Client {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		h.t.Fatal(err)
@@ -407,7 +372,7 @@ var testConsentKey = bytes.Repeat([]byte{7}, 32)
 
 var hiddenField = regexp.MustCompile(`name="(csrf|request)" value="([^"]*)"`)
 
-func (h *harness) get(c *http.Client, u string) answer {
+func (h *rig) get(c *http.Client, u string) answer {
 	h.t.Helper()
 	resp, err := c.Get(u)
 	if err != nil {
@@ -423,7 +388,7 @@ func (h *harness) get(c *http.Client, u string) answer {
 
 // decide answers the consent page (body, at pageURL) with decision, as
 // the person's browser does.
-func (h *harness) decide(c *http.Client, pageURL, body, decision string) answer {
+func (h *rig) decide(c *http.Client, pageURL, body, decision string) answer {
 	h.t.Helper()
 	form := url.Values{"decision": {decision}}
 	for _, m := range hiddenField.FindAllStringSubmatch(body, -1) {
@@ -443,7 +408,7 @@ func (h *harness) decide(c *http.Client, pageURL, body, decision string) answer 
 
 // authorize runs an authorization request in browser c and returns the
 // redirect to the client (its query).
-func (h *harness) authorize(c *http.Client, authURL string) url.Values {
+func (h *rig) authorize(c *http.Client, authURL string) url.Values {
 	h.t.Helper()
 	a := h.get(c, authURL)
 	if a.status != http.StatusFound || !strings.HasPrefix(a.location, "http://127.0.0.1:9/") {
@@ -468,7 +433,7 @@ type flow struct {
 	resource string
 }
 
-func (h *harness) startFlow(c testClient, tenant, hint string, browser *http.Client) *flow {
+func (h *rig) startFlow(c testClient, tenant, hint string, browser *http.Client) *flow {
 	h.t.Helper()
 	f := &flow{cfg: h.oauth2Config(c, tenant), verifier: oauth2.GenerateVerifier(), state: rand.Text(), resource: h.mcp}
 	recordSecret("code verifier", f.verifier)
@@ -488,7 +453,7 @@ func (h *harness) startFlow(c testClient, tenant, hint string, browser *http.Cli
 	return f
 }
 
-func (h *harness) exchange(f *flow, extra ...oauth2.AuthCodeOption) (*oauth2.Token, error) {
+func (h *rig) exchange(f *flow, extra ...oauth2.AuthCodeOption) (*oauth2.Token, error) {
 	opts := append([]oauth2.AuthCodeOption{oauth2.VerifierOption(f.verifier), oauth2.SetAuthURLParam("resource", f.resource)}, extra...)
 	tok, err := f.cfg.Exchange(ctxT(h.t), f.code, opts...)
 	if tok != nil {
@@ -499,7 +464,7 @@ func (h *harness) exchange(f *flow, extra ...oauth2.AuthCodeOption) (*oauth2.Tok
 }
 
 // login runs a whole flow and exchange, returning the tokens.
-func (h *harness) login(c testClient, hint string) (*flow, *oauth2.Token) {
+func (h *rig) login(c testClient, hint string) (*flow, *oauth2.Token) {
 	h.t.Helper()
 	f := h.startFlow(c, c.tenant, hint, h.browser())
 	tok, err := h.exchange(f)
@@ -525,7 +490,7 @@ type tokenResponse struct {
 
 // post sends form to tenant's endpoint path as client c (its secret in
 // Basic auth when it has one and basic is set).
-func (h *harness) post(tenant, path string, c testClient, basic bool, form url.Values) tokenResponse {
+func (h *rig) post(tenant, path string, c testClient, basic bool, form url.Values) tokenResponse {
 	h.t.Helper()
 	if !basic || c.secret == "" {
 		form.Set("client_id", c.id)
@@ -555,7 +520,7 @@ func (h *harness) post(tenant, path string, c testClient, basic bool, form url.V
 	return tr
 }
 
-func (h *harness) refresh(c testClient, refreshToken string, extra ...string) tokenResponse {
+func (h *rig) refresh(c testClient, refreshToken string, extra ...string) tokenResponse {
 	h.t.Helper()
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refreshToken}}
 	for i := 0; i+1 < len(extra); i += 2 {
@@ -586,17 +551,17 @@ func wantRetrieveError(t *testing.T, err error, status int, code string) {
 }
 
 // verifier verifies access tokens for resource, as ingress does.
-func (h *harness) verifier(resource string) *accesstoken.Verifier {
+func (h *rig) verifier(resource string) *accesstoken.Verifier {
 	return &accesstoken.Verifier{
 		Keys: accesstoken.FromKeyStore(h.keys), Resource: resource, Issuers: h.as.Issuers(), Revocations: h.store,
 	}
 }
 
-func (h *harness) verify(token string) (*accesstoken.Claims, error) {
+func (h *rig) verify(token string) (*accesstoken.Claims, error) {
 	return h.verifier(h.mcp).Verify(ctxT(h.t), token)
 }
 
-func (h *harness) grantOf(token string) identitystore.Grant {
+func (h *rig) grantOf(token string) identitystore.Grant {
 	h.t.Helper()
 	c, err := h.verify(token)
 	if err != nil {

@@ -31,7 +31,7 @@ import (
 // company; refresh rotates.
 func TestConfidentialClient(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.confidential(tenantA, "company-agent")
 	f, tok := h.login(c, "ana")
 	if tok.TokenType != "Bearer" || tok.RefreshToken == "" || !strings.HasPrefix(tok.RefreshToken, "alprt_") {
@@ -103,7 +103,7 @@ func TestConfidentialClient(t *testing.T) {
 // client company.
 func TestPublicClient(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.publicClient(tenantA, "dcr-agent")
 	_, tok := h.login(c, "ana")
 	cl, err := h.verify(tok.AccessToken)
@@ -148,7 +148,7 @@ func TestPublicClient(t *testing.T) {
 // authError runs an authorization request that must fail back at the
 // client's redirect URI, and returns the error parameters (query or
 // fragment).
-func (h *harness) authError(c *http.Client, authURL string) url.Values {
+func (h *rig) authError(c *http.Client, authURL string) url.Values {
 	h.t.Helper()
 	a := h.get(c, authURL)
 	if a.status != http.StatusFound || !strings.HasPrefix(a.location, "http://127.0.0.1:9/") {
@@ -178,7 +178,7 @@ func wantRedirectError(t *testing.T, q url.Values, code, state, iss string) {
 }
 
 // authURL builds an authorization request by hand.
-func (h *harness) authURL(tenant string, params ...string) string {
+func (h *rig) authURL(tenant string, params ...string) string {
 	q := url.Values{}
 	for i := 0; i+1 < len(params); i += 2 {
 		q.Add(params[i], params[i+1])
@@ -193,7 +193,7 @@ func challenge() (verifier, s256 string) {
 
 func TestPKCE(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.publicClient(tenantA, "dcr-agent")
 	iss := h.issuer(tenantA)
 	base := []string{"response_type", "code", "client_id", c.id, "redirect_uri", redirectURI, "state", "st-1",
@@ -238,7 +238,7 @@ func TestPKCE(t *testing.T) {
 // an error page, never a redirect.
 func TestRedirectURI(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.publicClient(tenantA, "dcr-agent")
 	_, s256 := challenge()
 	for name, params := range map[string][]string{
@@ -266,7 +266,7 @@ func TestRedirectURI(t *testing.T) {
 
 func TestCodeReuse(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.confidential(tenantA, "company-agent")
 	f := h.startFlow(c, tenantA, "ana", h.browser())
 	tok, err := h.exchange(f)
@@ -296,7 +296,7 @@ func TestCodeReuse(t *testing.T) {
 // resource; a mismatch fails without spending it.
 func TestCodeBinding(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.publicClient(tenantA, "dcr-agent")
 	other := h.publicClient(tenantA, "other-agent")
 	f := h.startFlow(c, tenantA, "ana", h.browser())
@@ -328,7 +328,7 @@ func TestCodeBinding(t *testing.T) {
 
 // grantOfClaims reads the grant of a token without verifying it (it may be
 // revoked).
-func (h *harness) grantOfClaims(t *testing.T, token string) identitystore.Grant {
+func (h *rig) grantOfClaims(t *testing.T, token string) identitystore.Grant {
 	t.Helper()
 	parts := strings.Split(token, ".")
 	var cl struct{ Tenant, Grant string }
@@ -351,7 +351,7 @@ func (h *harness) grantOfClaims(t *testing.T, token string) identitystore.Grant 
 // the code was reused.
 func TestCodeReuseRace(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.publicClient(tenantA, "dcr-agent")
 	for round := range 3 {
 		f := h.startFlow(c, tenantA, "ana", h.browser())
@@ -387,7 +387,7 @@ func TestCodeReuseRace(t *testing.T) {
 
 func TestCodeExpiry(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{codeTTL: time.Second})
+	h := newRig(t, rigOptions{codeTTL: time.Second})
 	c := h.publicClient(tenantA, "dcr-agent")
 	f := h.startFlow(c, tenantA, "ana", h.browser())
 	time.Sleep(1100 * time.Millisecond)
@@ -397,7 +397,7 @@ func TestCodeExpiry(t *testing.T) {
 
 func TestResource(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.publicClient(tenantA, "dcr-agent")
 	iss := h.issuer(tenantA)
 	_, s256 := challenge()
@@ -457,7 +457,7 @@ func TestResource(t *testing.T) {
 // authorization server, at every endpoint.
 func TestCrossTenant(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.confidential(tenantA, "company-a")
 	_, s256 := challenge()
 	a := h.get(h.browser(), h.authURL(tenantB, "response_type", "code", "client_id", c.id, "redirect_uri", redirectURI,
@@ -481,7 +481,7 @@ func TestCrossTenant(t *testing.T) {
 	}
 }
 
-func (h *harness) confidentialWithSecret(tenant, id, secret string) {
+func (h *rig) confidentialWithSecret(tenant, id, secret string) {
 	h.t.Helper()
 	if _, err := h.store.RegisterClient(ctxT(h.t), identitystore.ClientSpec{
 		Tenant: tenant, ClientID: id, Kind: alpv1.ClientKind_CLIENT_KIND_CONFIDENTIAL,
@@ -495,7 +495,7 @@ func (h *harness) confidentialWithSecret(tenant, id, secret string) {
 // sign in to tenant A at A's authorization server.
 func TestSessionOfAnotherTenant(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	cb := h.publicClient(tenantB, "b-agent")
 	ca := h.publicClient(tenantA, "a-agent")
 	browser := h.browser()
@@ -530,7 +530,7 @@ func TestSessionOfAnotherTenant(t *testing.T) {
 
 func TestClientAuthentication(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	pub := h.publicClient(tenantA, "dcr-agent")
 	conf := h.confidential(tenantA, "company-agent")
 
@@ -577,7 +577,7 @@ func TestClientAuthentication(t *testing.T) {
 // newest refresh token and access token fail afterwards too.
 func TestRefreshReuse(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.publicClient(tenantA, "dcr-agent")
 	_, tok := h.login(c, "ana")
 	tr := h.refresh(c, tok.RefreshToken)
@@ -603,7 +603,7 @@ func TestRefreshReuse(t *testing.T) {
 
 func TestRecheck(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c1 := h.publicClient(tenantA, "agent-1")
 	c2 := h.confidential(tenantA, "agent-2")
 	_, t1 := h.login(c1, "ana")
@@ -659,7 +659,7 @@ func TestRecheck(t *testing.T) {
 
 func TestNoRecheckConfigured(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{noRecheck: true})
+	h := newRig(t, rigOptions{noRecheck: true})
 	c := h.publicClient(tenantA, "dcr-agent")
 	_, tok := h.login(c, "ana")
 	if tr := h.refresh(c, tok.RefreshToken); tr.status != http.StatusOK {
@@ -672,7 +672,7 @@ func TestNoRecheckConfigured(t *testing.T) {
 
 func TestRevocation(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.confidential(tenantA, "company-agent")
 	other := h.publicClient(tenantA, "other-agent")
 	revoke := func(by testClient, token string) {
@@ -717,7 +717,7 @@ func TestRevocation(t *testing.T) {
 
 func TestResponseTypeAndScopes(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := h.publicClient(tenantA, "dcr-agent")
 	iss := h.issuer(tenantA)
 	v, s256 := challenge()
@@ -752,7 +752,7 @@ func TestResponseTypeAndScopes(t *testing.T) {
 
 func TestPrivateKeyJWT(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: "k1", Algorithm: "EdDSA", Use: "sig"}}})
 	if _, err := h.store.RegisterClient(ctxT(t), identitystore.ClientSpec{
@@ -823,7 +823,7 @@ func TestPrivateKeyJWT(t *testing.T) {
 
 func TestMetadata(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newRig(t)
 	c := &http.Client{Timeout: 10 * time.Second}
 	getJSON := func(path string, into any) {
 		t.Helper()

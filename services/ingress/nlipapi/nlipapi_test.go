@@ -15,6 +15,7 @@ import (
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/nlip"
 	"github.com/alpd-project/alpd/internal/nmp"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
@@ -314,7 +315,7 @@ func TestCBOROverHTTP(t *testing.T) {
 // stored, so it is refused with 413 envelope_too_large (not 503 "retry"),
 // and logged without its content (issue 10, finding 8).
 func TestEnvelopeTooLargeForNATSIsRefused(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &testkit.LockedBuffer{}
 	r := newRig(t, rigOptions{log: slog.New(slog.NewJSONHandler(logs, nil))})
 	// 1e20 is 4 characters as sent and 21 in canonical JSON (RFC 8785 writes
 	// numbers out), so ~220 KB grows to ~950 KB per content value, each

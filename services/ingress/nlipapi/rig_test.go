@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -233,24 +232,6 @@ func (r *rig) sendCount(t testing.TB) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Msgs
-}
-
-// logBuffer collects log output written from several goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // ownAPI serves another NLIP API with cfg over the rig's ingress, for tests

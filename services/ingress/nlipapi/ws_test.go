@@ -14,8 +14,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/alpd-project/alpd/internal/accesstoken"
-	"github.com/alpd-project/alpd/internal/brokertest"
 	"github.com/alpd-project/alpd/internal/nlip"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
@@ -201,10 +201,10 @@ func TestWebSocketsCappedPerAgentAndPerson(t *testing.T) {
 	}
 	// A closed socket gives its place back.
 	first.Close(websocket.StatusNormalClosure, "")
-	brokertest.Eventually(t, 5*time.Second, "a place after closing a socket", func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		_, _, err := r.dial(t, "/nlip/ws/text", r.token, "")
 		return err
-	})
+	}, "a place after closing a socket")
 }
 
 // TestWebSocketRateCheckedBeforeTheMessageIsRead: a message over the rate
@@ -302,12 +302,12 @@ func TestWebSocketReadBudgetSharedByAll(t *testing.T) {
 	// Two messages just under the limit take all of it.
 	partial()
 	partial()
-	brokertest.Eventually(t, 5*time.Second, "two messages buffered", func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if s := api.WebSocketStats(); s.BufferedBytes != 2*(limit+1) {
 			return fmt.Errorf("%+v", s)
 		}
 		return nil
-	})
+	}, "two messages buffered")
 	// The third finds no room.
 	third := partial()
 	_, data, err := third.Read(ctx)
@@ -351,12 +351,12 @@ func TestWebSocketReadBudgetPersonShare(t *testing.T) {
 	for range 3 {
 		partial(r.token)
 	}
-	brokertest.Eventually(t, 5*time.Second, "three messages buffered", func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if s := api.WebSocketStats(); s.BufferedBytes != 3*(limit+1) {
 			return fmt.Errorf("%+v", s)
 		}
 		return nil
-	})
+	}, "three messages buffered")
 	_, data, err := partial(r.token).Read(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -366,10 +366,10 @@ func TestWebSocketReadBudgetPersonShare(t *testing.T) {
 	}
 	// Another person still has room.
 	partial(other)
-	brokertest.Eventually(t, 5*time.Second, "another person's message buffered", func() error {
+	testkit.Eventually(t, 5*time.Second, func() error {
 		if s := api.WebSocketStats(); s.BufferedBytes != 4*(limit+1) {
 			return fmt.Errorf("%+v", s)
 		}
 		return nil
-	})
+	}, "another person's message buffered")
 }

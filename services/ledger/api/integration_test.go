@@ -20,6 +20,7 @@ import (
 	"github.com/alpd-project/alpd/internal/brokertest"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
+	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ingress"
 )
 
@@ -39,11 +40,6 @@ func newBrokerRig(t *testing.T) *brokerRig {
 	ana := br.Agent(t, tenant, "sub-ana", "ana@example.org", "agent-sub-ana", "alp.send", "alp.read")
 	bo := br.Agent(t, tenant, "sub-bo", "bo@example.org", "agent-sub-bo", "alp.send", "alp.read")
 	return &brokerRig{b: br.B, srv: br.Srv, ana: ana.Person, bo: bo.Person, anaToken: ana.Token, boToken: bo.Token}
-}
-
-func (r *brokerRig) eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	brokertest.Eventually(t, 20*time.Second, what, f)
 }
 
 // send has Ana's agent send n messages through ingress.
@@ -84,7 +80,7 @@ func (r *brokerRig) get(t *testing.T, path, token string) (*http.Response, []byt
 func (r *brokerRig) signedHead(t *testing.T, want uint64) (headView, ledgerlog.Checkpoint) {
 	t.Helper()
 	var h headView
-	r.eventually(t, fmt.Sprintf("a checkpoint of %d entries", want), func() error {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		resp, data := r.get(t, "/v1/ledger", r.anaToken)
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("%d %s", resp.StatusCode, data)
@@ -94,7 +90,7 @@ func (r *brokerRig) signedHead(t *testing.T, want uint64) (headView, ledgerlog.C
 			return fmt.Errorf("size %d, checkpoint %d", h.Size, h.Checkpoint.Size)
 		}
 		return nil
-	})
+	}, fmt.Sprintf("a checkpoint of %d entries", want))
 	var vkeys []string
 	for _, k := range h.PublicKeys {
 		vkeys = append(vkeys, k.VerifierKey)

@@ -40,7 +40,7 @@ func benchAppend(b *testing.B, syncAlways bool, writers int) {
 	o.SyncAlways = syncAlways
 	srv := natstest.RunServer(b, o)
 	nc := natstest.Connect(b, srv)
-	f := fixtureOn(b, nc)
+	f := rigOn(b, nc)
 	s := f.store(b, Options{MaxBatch: 1000, CheckpointInterval: 100 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

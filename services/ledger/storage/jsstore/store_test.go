@@ -22,17 +22,17 @@ import (
 
 const tenant = "example.org"
 
-type fixture struct {
+type rig struct {
 	b  *bus.Bus
 	ks keystore.KeyStore
 }
 
-func newFixture(t testing.TB) *fixture {
+func newRig(t testing.TB) *rig {
 	t.Helper()
-	return fixtureOn(t, natstest.Connect(t, natstest.RunJetStream(t)))
+	return rigOn(t, natstest.Connect(t, natstest.RunJetStream(t)))
 }
 
-func fixtureOn(t testing.TB, nc *nats.Conn) *fixture {
+func rigOn(t testing.TB, nc *nats.Conn) *rig {
 	t.Helper()
 	b, err := bus.New(nc, bus.Options{Namespace: "t"})
 	if err != nil {
@@ -42,10 +42,10 @@ func fixtureOn(t testing.TB, nc *nats.Conn) *fixture {
 	if _, err := ks.Generate(context.Background(), tenant, alpv1.KeyPurpose_KEY_PURPOSE_LEDGER); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{b: b, ks: ks}
+	return &rig{b: b, ks: ks}
 }
 
-func (f *fixture) store(t testing.TB, o Options) *Store {
+func (f *rig) store(t testing.TB, o Options) *Store {
 	t.Helper()
 	o.Tenants = []string{tenant}
 	o.Registerer = prometheus.NewRegistry()
@@ -73,7 +73,7 @@ func request(person, source string) Request {
 // sequence tiles, concurrently (so group commits batch them), and checks
 // roots and proofs before and after a restart from the snapshot.
 func TestManyLeavesAcrossTiles(t *testing.T) {
-	f := newFixture(t)
+	f := newRig(t)
 	s := f.store(t, Options{MaxBatch: 64})
 	ctx := context.Background()
 	const n = 1100
@@ -196,7 +196,7 @@ func counterValue(s *Store, name string) float64 {
 // with (a forged or rewritten history) is never signed over, and a
 // smaller checkpoint never replaces a larger one.
 func TestCheckpointNeverInconsistent(t *testing.T) {
-	f := newFixture(t)
+	f := newRig(t)
 	s := f.store(t, Options{})
 	ctx := context.Background()
 	for i := range 3 {
