@@ -68,6 +68,9 @@ bench:
 	$(GO) test -run '^$$' -bench 'AuthenticatedSend|LoopbackEcho' -benchtime 3s ./services/ingress/nlipapi/
 	$(GO) test -run '^$$' -bench 'AppendOnePerson' -benchtime 5000x ./services/ledger/storage/jsstore/
 	$(GO) test -run '^$$' -bench 'Proofs' -benchtime 20000x ./internal/ledgerlog/
+	$(GO) test -run '^$$' -bench 'Validate30|Fields30|Check30' -benchmem ./internal/msgtypes/
+	$(GO) test -run '^$$' -bench 'DecideMessage30|AuthorizeOnce' -benchmem ./services/policy/rules/
+	$(GO) test -run '^$$' -bench 'Floor|Scan280' -benchmem ./services/policy/dlp/
 
 # The demo: start alpd all-in-one on the embedded NATS, show it healthy with
 # its streams, stop it.
