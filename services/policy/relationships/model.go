@@ -26,8 +26,6 @@ var (
 	ErrBlocked = errors.New("relationships: blocked")
 	// ErrNotHosted: the tenant is not one of this store's.
 	ErrNotHosted = errors.New("relationships: tenant not hosted")
-	// ErrClosed: the store was closed.
-	ErrClosed = errors.New("relationships: closed")
 )
 
 func invalid(field, format string, args ...any) error {

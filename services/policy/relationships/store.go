@@ -82,12 +82,13 @@ func Open(ctx context.Context, b *bus.Bus, tenants []string, log *slog.Logger) (
 }
 
 // Close stops following the stream. Queries keep answering from the last
-// state, Fresh fails and commands return ErrClosed.
+// state; Fresh and commands return projection.ErrClosed.
 func (s *Store) Close() { s.f.Close() }
 
 // Fresh returns nil only if the projection confirmed within maxStaleness
-// that it had applied everything on the stream (see internal/projection);
-// a replica is not ready, and must not decide, while it fails.
+// that it had applied everything on the stream (see internal/projection),
+// projection.ErrStale otherwise: a replica is not ready, and must not
+// decide, while it fails.
 func (s *Store) Fresh(maxStaleness time.Duration) error { return s.f.Fresh(maxStaleness) }
 
 // Applied is the stream sequence of the last event applied.
@@ -103,7 +104,7 @@ func (s *Store) state(tenant string) (*tenantState, error) {
 
 func (s *Store) command(tenant string) (*tenantState, error) {
 	if s.f.Closed() {
-		return nil, ErrClosed
+		return nil, projection.ErrClosed
 	}
 	return s.state(tenant)
 }
