@@ -385,3 +385,33 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestApplyRefusesWhatCommandsNeverWrite: events a command would never
+// append (an answer without a request, an event on another aggregate's
+// subject) change nothing, on every replica alike.
+func TestApplyRefusesWhatCommandsNeverWrite(t *testing.T) {
+	_, b := newEnv(t)
+	s := open(t, b)
+	id := ConnectionID(tenant, stranger, alice)
+	subj, _ := streams.PolicySubject(tenant, streams.PolicyConnection, id)
+	ev := acceptEvent(tenant, id, alice)
+	if _, err := b.Append(ctx(t), subj, 0, ev); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := streams.PolicySubject(tenant, streams.PolicyConnection, "celsewhere")
+	req := newEvent("connection_requested", tenant, id, personOrService(stranger))
+	req.Body = &alpv1.Event_ConnectionRequested{ConnectionRequested: &alpv1.ConnectionRequested{
+		Tenant: tenant, ConnectionId: id, FromAddress: stranger.Address, ToPerson: alice}}
+	seq, err := b.Append(ctx(t), other, 0, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return s.Applied() >= seq })
+	if got, _ := s.Relationship(tenant, stranger, alice, nil); got != Stranger {
+		t.Fatalf("relationship %q after refused events, want stranger", got)
+	}
+	// The subject's version still advanced: a real request appends after it.
+	if _, err := s.Request(ctx(t), tenant, stranger, alice, ""); err != nil {
+		t.Fatal(err)
+	}
+}
