@@ -174,7 +174,10 @@ var batchReaders = map[alpv1.Role][]string{
 // wait for their own events), by ingress (token revocation checks, fail
 // closed when stale), by approvals (people signing in to decide) and by the
 // ledger (people and agents reading their ledger, same checks as ingress).
+// Policy follows its own state (services/policy/relationships: every
+// replica keeps the relationships fresh, and is not ready while stale).
 var readers = map[alpv1.Role][]string{
+	alpv1.Role_ROLE_POLICY:    {streams.Policy},
 	alpv1.Role_ROLE_IDENTITY:  {streams.Identity},
 	alpv1.Role_ROLE_INGRESS:   {streams.Identity},
 	alpv1.Role_ROLE_APPROVALS: {streams.Identity},

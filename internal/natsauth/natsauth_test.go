@@ -61,8 +61,8 @@ func TestTableFollowsStreams(t *testing.T) {
 		}
 	}
 	pol, _ := UseOf(alpv1.Role_ROLE_POLICY)
-	if !slices.Equal(pol.Consumes, []string{"inbound", "send"}) {
-		t.Errorf("policy consumes %v, want inbound and send (the sources of its queue)", pol.Consumes)
+	if !slices.Equal(pol.Consumes, []string{"inbound", "send", "policy"}) {
+		t.Errorf("policy consumes %v, want inbound and send (the sources of its queue), then its own state (its projection)", pol.Consumes)
 	}
 	if _, ok := UseOf(alpv1.Role_ROLE_OPERATOR); ok {
 		t.Error("the operator is not a service role")

@@ -41,6 +41,9 @@ const (
 	Identity  = "identity"
 	Ledger    = "ledger"
 	Approvals = "approvals"
+	// Policy is policy's own state: relationships
+	// (services/policy/relationships).
+	Policy = "policy"
 	// PolicyWork is the policy workers' queue, fed from send and inbound.
 	PolicyWork = "policy_work"
 	// LedgerWork is the ledger writers' queue, fed from send and from
@@ -68,6 +71,15 @@ func IdentityKinds() []string {
 		"personal_access_token_issued", "personal_access_token_revoked",
 		"sealed_secret_created", "idp_token_stored",
 		"person_rebound", "person_sessions_revoked",
+	}
+}
+
+// PolicyKinds are the event bodies the policy stream carries: the
+// relationships of services/policy/relationships.
+func PolicyKinds() []string {
+	return []string{
+		"connection_requested", "connection_accepted", "connection_declined",
+		"person_blocked", "person_unblocked", "org_relationship_set",
 	}
 }
 
@@ -128,6 +140,9 @@ func Table() []Stream {
 		{Name: Ledger, Owner: alpv1.Role_ROLE_LEDGER, Kind: "ledger", EventKinds: []string{"ledger_entry_appended"},
 			Retention: jetstream.LimitsPolicy, MaxAge: forever, AppendOnly: true,
 			Description: "Per-person ledgers: one Merkle log per person on alp.ledger.<tenant>.<person> (append-only: deletes and purges denied)."},
+		{Name: Policy, Owner: alpv1.Role_ROLE_POLICY, Kind: "policy", EventKinds: PolicyKinds(),
+			Retention: jetstream.LimitsPolicy, MaxAge: forever,
+			Description: "Policy state: connections between people and remote addresses, people's blocks, organizations' pre-approved relationships."},
 		{Name: Approvals, Owner: alpv1.Role_ROLE_APPROVALS, Kind: "approvals",
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
 			Description: "Approvals: pending items, decisions, standing approvals."},

@@ -93,6 +93,36 @@ func ParseIdentitySubject(subject string) (tenantToken, aggregate, id string, ok
 	return parts[2], parts[3], parts[4], true
 }
 
+// Aggregates of the policy stream, the fourth token of its subjects
+// alp.policy.<tenant token>.<aggregate>.<id>. Policy writes and follows
+// them (services/policy/relationships).
+const (
+	// PolicyConnection: one connection between two parties (id: the
+	// connection id, a hash of the pair).
+	PolicyConnection = "conn"
+	// PolicyBlocks: one person's block list (id: the person id).
+	PolicyBlocks = "block"
+	// PolicyOrgRule: one pre-approved relationship of the organization
+	// (id: the rule id, a hash of the rule).
+	PolicyOrgRule = "org"
+)
+
+// PolicySubject is the subject of one policy aggregate:
+// alp.policy.<tenant>.<aggregate>.<id>.
+func PolicySubject(tenant, aggregate, id string) (string, error) {
+	return bus.Subject(Policy, tenant, aggregate, id)
+}
+
+// ParsePolicySubject splits alp.policy.<tenant token>.<aggregate>.<id>;
+// false for any other subject.
+func ParsePolicySubject(subject string) (tenantToken, aggregate, id string, ok bool) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 5 || parts[0] != bus.SubjectPrefix || parts[1] != Policy {
+		return "", "", "", false
+	}
+	return parts[2], parts[3], parts[4], true
+}
+
 // ProbeSubject is where service of broker namespace ns answers core-NATS
 // probes (request/reply, never stored in a stream):
 // alp.probe.<ns>.<service>; service "*" is every service's.

@@ -504,6 +504,12 @@ type Event struct {
 	//	*Event_PersonSessionsRevoked
 	//	*Event_ClientFirstUsed
 	//	*Event_DynamicClientExpired
+	//	*Event_ConnectionRequested
+	//	*Event_ConnectionAccepted
+	//	*Event_ConnectionDeclined
+	//	*Event_PersonBlocked
+	//	*Event_PersonUnblocked
+	//	*Event_OrgRelationshipSet
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -742,6 +748,60 @@ func (x *Event) GetDynamicClientExpired() *DynamicClientExpired {
 	return nil
 }
 
+func (x *Event) GetConnectionRequested() *ConnectionRequested {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ConnectionRequested); ok {
+			return x.ConnectionRequested
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetConnectionAccepted() *ConnectionAccepted {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ConnectionAccepted); ok {
+			return x.ConnectionAccepted
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetConnectionDeclined() *ConnectionDeclined {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ConnectionDeclined); ok {
+			return x.ConnectionDeclined
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetPersonBlocked() *PersonBlocked {
+	if x != nil {
+		if x, ok := x.Body.(*Event_PersonBlocked); ok {
+			return x.PersonBlocked
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetPersonUnblocked() *PersonUnblocked {
+	if x != nil {
+		if x, ok := x.Body.(*Event_PersonUnblocked); ok {
+			return x.PersonUnblocked
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetOrgRelationshipSet() *OrgRelationshipSet {
+	if x != nil {
+		if x, ok := x.Body.(*Event_OrgRelationshipSet); ok {
+			return x.OrgRelationshipSet
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -834,6 +894,31 @@ type Event_DynamicClientExpired struct {
 	DynamicClientExpired *DynamicClientExpired `protobuf:"bytes,43,opt,name=dynamic_client_expired,json=dynamicClientExpired,oneof"`
 }
 
+type Event_ConnectionRequested struct {
+	// Policy state, relationships (alp/v1/policy.proto).
+	ConnectionRequested *ConnectionRequested `protobuf:"bytes,60,opt,name=connection_requested,json=connectionRequested,oneof"`
+}
+
+type Event_ConnectionAccepted struct {
+	ConnectionAccepted *ConnectionAccepted `protobuf:"bytes,61,opt,name=connection_accepted,json=connectionAccepted,oneof"`
+}
+
+type Event_ConnectionDeclined struct {
+	ConnectionDeclined *ConnectionDeclined `protobuf:"bytes,62,opt,name=connection_declined,json=connectionDeclined,oneof"`
+}
+
+type Event_PersonBlocked struct {
+	PersonBlocked *PersonBlocked `protobuf:"bytes,63,opt,name=person_blocked,json=personBlocked,oneof"`
+}
+
+type Event_PersonUnblocked struct {
+	PersonUnblocked *PersonUnblocked `protobuf:"bytes,64,opt,name=person_unblocked,json=personUnblocked,oneof"`
+}
+
+type Event_OrgRelationshipSet struct {
+	OrgRelationshipSet *OrgRelationshipSet `protobuf:"bytes,65,opt,name=org_relationship_set,json=orgRelationshipSet,oneof"`
+}
+
 func (*Event_SendRequested) isEvent_Body() {}
 
 func (*Event_Decided) isEvent_Body() {}
@@ -875,6 +960,18 @@ func (*Event_PersonSessionsRevoked) isEvent_Body() {}
 func (*Event_ClientFirstUsed) isEvent_Body() {}
 
 func (*Event_DynamicClientExpired) isEvent_Body() {}
+
+func (*Event_ConnectionRequested) isEvent_Body() {}
+
+func (*Event_ConnectionAccepted) isEvent_Body() {}
+
+func (*Event_ConnectionDeclined) isEvent_Body() {}
+
+func (*Event_PersonBlocked) isEvent_Body() {}
+
+func (*Event_PersonUnblocked) isEvent_Body() {}
+
+func (*Event_OrgRelationshipSet) isEvent_Body() {}
 
 // SendRequested: an agent asked its broker to send a typed message.
 type SendRequested struct {
@@ -1475,7 +1572,7 @@ var File_alp_v1_events_proto protoreflect.FileDescriptor
 
 const file_alp_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x13alp/v1/events.proto\x12\x06alp.v1\x1a\x15alp/v1/envelope.proto\x1a\x15alp/v1/identity.proto\x1a\x1fgoogle/protobuf/timestamp.proto\">\n" +
+	"\x13alp/v1/events.proto\x12\x06alp.v1\x1a\x15alp/v1/envelope.proto\x1a\x15alp/v1/identity.proto\x1a\x13alp/v1/policy.proto\x1a\x1fgoogle/protobuf/timestamp.proto\">\n" +
 	"\x05Actor\x12%\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x11.alp.v1.ActorKindR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\xd5\x02\n" +
@@ -1488,7 +1585,7 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x05actor\x18\x06 \x01(\v2\r.alp.v1.ActorR\x05actor\x12\x16\n" +
 	"\x06tenant\x18\a \x01(\tR\x06tenant\x121\n" +
 	"\rproducer_role\x18\b \x01(\x0e2\f.alp.v1.RoleR\fproducerRole\x126\n" +
-	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xdb\f\n" +
+	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xa1\x10\n" +
 	"\x05Event\x12+\n" +
 	"\x06header\x18\x01 \x01(\v2\x13.alp.v1.EventHeaderR\x06header\x12>\n" +
 	"\x0esend_requested\x18\n" +
@@ -1512,7 +1609,13 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x0eperson_rebound\x18( \x01(\v2\x15.alp.v1.PersonReboundH\x00R\rpersonRebound\x12W\n" +
 	"\x17person_sessions_revoked\x18) \x01(\v2\x1d.alp.v1.PersonSessionsRevokedH\x00R\x15personSessionsRevoked\x12E\n" +
 	"\x11client_first_used\x18* \x01(\v2\x17.alp.v1.ClientFirstUsedH\x00R\x0fclientFirstUsed\x12T\n" +
-	"\x16dynamic_client_expired\x18+ \x01(\v2\x1c.alp.v1.DynamicClientExpiredH\x00R\x14dynamicClientExpiredB\x06\n" +
+	"\x16dynamic_client_expired\x18+ \x01(\v2\x1c.alp.v1.DynamicClientExpiredH\x00R\x14dynamicClientExpired\x12P\n" +
+	"\x14connection_requested\x18< \x01(\v2\x1b.alp.v1.ConnectionRequestedH\x00R\x13connectionRequested\x12M\n" +
+	"\x13connection_accepted\x18= \x01(\v2\x1a.alp.v1.ConnectionAcceptedH\x00R\x12connectionAccepted\x12M\n" +
+	"\x13connection_declined\x18> \x01(\v2\x1a.alp.v1.ConnectionDeclinedH\x00R\x12connectionDeclined\x12>\n" +
+	"\x0eperson_blocked\x18? \x01(\v2\x15.alp.v1.PersonBlockedH\x00R\rpersonBlocked\x12D\n" +
+	"\x10person_unblocked\x18@ \x01(\v2\x17.alp.v1.PersonUnblockedH\x00R\x0fpersonUnblocked\x12N\n" +
+	"\x14org_relationship_set\x18A \x01(\v2\x1a.alp.v1.OrgRelationshipSetH\x00R\x12orgRelationshipSetB\x06\n" +
 	"\x04body\"\xed\x01\n" +
 	"\rSendRequested\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12'\n" +
@@ -1640,8 +1743,14 @@ var file_alp_v1_events_proto_goTypes = []any{
 	(*PersonSessionsRevoked)(nil),      // 28: alp.v1.PersonSessionsRevoked
 	(*ClientFirstUsed)(nil),            // 29: alp.v1.ClientFirstUsed
 	(*DynamicClientExpired)(nil),       // 30: alp.v1.DynamicClientExpired
-	(*Envelope)(nil),                   // 31: alp.v1.Envelope
-	(*SealedBody)(nil),                 // 32: alp.v1.SealedBody
+	(*ConnectionRequested)(nil),        // 31: alp.v1.ConnectionRequested
+	(*ConnectionAccepted)(nil),         // 32: alp.v1.ConnectionAccepted
+	(*ConnectionDeclined)(nil),         // 33: alp.v1.ConnectionDeclined
+	(*PersonBlocked)(nil),              // 34: alp.v1.PersonBlocked
+	(*PersonUnblocked)(nil),            // 35: alp.v1.PersonUnblocked
+	(*OrgRelationshipSet)(nil),         // 36: alp.v1.OrgRelationshipSet
+	(*Envelope)(nil),                   // 37: alp.v1.Envelope
+	(*SealedBody)(nil),                 // 38: alp.v1.SealedBody
 }
 var file_alp_v1_events_proto_depIdxs = []int32{
 	1,  // 0: alp.v1.Actor.kind:type_name -> alp.v1.ActorKind
@@ -1670,21 +1779,27 @@ var file_alp_v1_events_proto_depIdxs = []int32{
 	28, // 23: alp.v1.Event.person_sessions_revoked:type_name -> alp.v1.PersonSessionsRevoked
 	29, // 24: alp.v1.Event.client_first_used:type_name -> alp.v1.ClientFirstUsed
 	30, // 25: alp.v1.Event.dynamic_client_expired:type_name -> alp.v1.DynamicClientExpired
-	31, // 26: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
-	31, // 27: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
-	2,  // 28: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
-	9,  // 29: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
-	3,  // 30: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
-	4,  // 31: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
-	16, // 32: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
-	16, // 33: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
-	3,  // 34: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
-	32, // 35: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	31, // 26: alp.v1.Event.connection_requested:type_name -> alp.v1.ConnectionRequested
+	32, // 27: alp.v1.Event.connection_accepted:type_name -> alp.v1.ConnectionAccepted
+	33, // 28: alp.v1.Event.connection_declined:type_name -> alp.v1.ConnectionDeclined
+	34, // 29: alp.v1.Event.person_blocked:type_name -> alp.v1.PersonBlocked
+	35, // 30: alp.v1.Event.person_unblocked:type_name -> alp.v1.PersonUnblocked
+	36, // 31: alp.v1.Event.org_relationship_set:type_name -> alp.v1.OrgRelationshipSet
+	37, // 32: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
+	37, // 33: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
+	2,  // 34: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
+	9,  // 35: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
+	3,  // 36: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
+	4,  // 37: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
+	16, // 38: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
+	16, // 39: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
+	3,  // 40: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
+	38, // 41: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_alp_v1_events_proto_init() }
@@ -1694,6 +1809,7 @@ func file_alp_v1_events_proto_init() {
 	}
 	file_alp_v1_envelope_proto_init()
 	file_alp_v1_identity_proto_init()
+	file_alp_v1_policy_proto_init()
 	file_alp_v1_events_proto_msgTypes[2].OneofWrappers = []any{
 		(*Event_SendRequested)(nil),
 		(*Event_Decided)(nil),
@@ -1716,6 +1832,12 @@ func file_alp_v1_events_proto_init() {
 		(*Event_PersonSessionsRevoked)(nil),
 		(*Event_ClientFirstUsed)(nil),
 		(*Event_DynamicClientExpired)(nil),
+		(*Event_ConnectionRequested)(nil),
+		(*Event_ConnectionAccepted)(nil),
+		(*Event_ConnectionDeclined)(nil),
+		(*Event_PersonBlocked)(nil),
+		(*Event_PersonUnblocked)(nil),
+		(*Event_OrgRelationshipSet)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
