@@ -11,7 +11,8 @@ import (
 	"github.com/alpd-project/alpd/internal/streams"
 )
 
-// apply folds one event into the projection; s.mu is held. An event that
+// apply folds one event into the projection under the follower's write
+// lock. An event that
 // does not fit (forged producer, a tenant or id that disagrees with its
 // subject, an aggregate that does not exist) is refused with an error and
 // leaves the state as it was.

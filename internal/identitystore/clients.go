@@ -64,7 +64,7 @@ func (s *Store) UnusedDynamicClients(tenant string, registeredBefore time.Time, 
 	if err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
+	s.f.RLock()
 	var found []*Client
 	for _, c := range ts.clients {
 		if expirable(c) && c.Registered.Before(registeredBefore) {
@@ -76,7 +76,7 @@ func (s *Store) UnusedDynamicClients(tenant string, registeredBefore time.Time, 
 	for _, c := range found[:min(limit, len(found))] {
 		ids = append(ids, c.ID)
 	}
-	s.mu.RUnlock()
+	s.f.RUnlock()
 	return ids, nil
 }
 
@@ -121,8 +121,8 @@ func (s *Store) UnusedDynamicClientCounts(tenant string) (inTenant, total int, e
 	if err != nil {
 		return 0, 0, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.f.RLock()
+	defer s.f.RUnlock()
 	for _, t := range s.tenants {
 		total += t.unusedDynamic
 	}
@@ -178,11 +178,11 @@ func (ts *tenantState) applyDynamicClientExpired(e *alpv1.DynamicClientExpired) 
 // clientAt reads a copy of a client and the version of its subject, the
 // starting point of every command that decides on one client.
 func (s *Store) clientAt(ts *tenantState, clientID, subject string) (Client, bool, uint64) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.f.RLock()
+	defer s.f.RUnlock()
 	c, ok := ts.clients[clientID]
 	if !ok {
-		return Client{}, false, s.versions[subject]
+		return Client{}, false, s.f.Version(subject)
 	}
-	return c.clone(), true, s.versions[subject]
+	return c.clone(), true, s.f.Version(subject)
 }

@@ -159,7 +159,7 @@ func TestDynamicClientExpiryRefusedForUsedClients(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.waitApplied(ctx, ack.Sequence); err != nil {
+		if err := s.f.WaitApplied(ctx, ack.Sequence); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Client(tenant, id); err != nil {

@@ -61,10 +61,8 @@ func (s *Store) state(tenant string) (*tenantState, error) {
 
 // command is state for a command: the store must be open.
 func (s *Store) command(tenant string) (*tenantState, error) {
-	select {
-	case <-s.closed:
+	if s.f.Closed() {
 		return nil, ErrClosed
-	default:
 	}
 	return s.state(tenant)
 }
@@ -102,7 +100,7 @@ func (s *Store) commit(ctx context.Context, subj string, expected uint64, ev *al
 	if err != nil {
 		return err
 	}
-	if err := s.waitApplied(ctx, seq); err != nil {
+	if err := s.f.WaitApplied(ctx, seq); err != nil {
 		return fmt.Errorf("identitystore: %s stored at %d but not yet applied: %w", bus.Kind(ev), seq, err)
 	}
 	return nil
@@ -121,11 +119,7 @@ func (s *Store) decide(ctx context.Context, what string, round func() (subj stri
 		if attempt == maxAttempts {
 			return fmt.Errorf("identitystore: %s: still conflicting after %d attempts: %w", what, attempt, err)
 		}
-		last, lerr := s.b.LastSequence(ctx, subj)
-		if lerr != nil {
-			return fmt.Errorf("identitystore: %s: reload after conflict: %w", what, lerr)
-		}
-		if err := s.waitApplied(ctx, last); err != nil {
+		if err := s.f.WaitSubject(ctx, subj); err != nil {
 			return fmt.Errorf("identitystore: %s: reload after conflict: %w", what, err)
 		}
 	}
@@ -192,14 +186,14 @@ func (s *Store) BindPerson(ctx context.Context, tenant, issuer, subj, address st
 	// A binding interrupted after the map was written is completed here.
 	ps := subject(tenant, streams.IdentityPerson, id)
 	err = s.decide(ctx, "bind person", func() (string, error) {
-		s.mu.RLock()
+		s.f.RLock()
 		p, found := ts.persons[id]
 		var cur Person
 		if found {
 			cur = p.clone()
 		}
-		version := s.versions[ps]
-		s.mu.RUnlock()
+		version := s.f.Version(ps)
+		s.f.RUnlock()
 		switch {
 		case found && cur.erased:
 			return "", fmt.Errorf("%w: person %q: %w", ErrNotFound, id, ErrErased)
@@ -242,9 +236,9 @@ func (s *Store) RebindPerson(ctx context.Context, tenant, personID, issuer, subj
 	if err := checkText("reason", reason, maxText); err != nil {
 		return Person{}, err
 	}
-	s.mu.RLock()
+	s.f.RLock()
 	known := ts.live(personID) != nil
-	s.mu.RUnlock()
+	s.f.RUnlock()
 	if !known {
 		return Person{}, fmt.Errorf("%w: person %q", ErrNotFound, personID)
 	}
@@ -265,9 +259,9 @@ func (s *Store) RebindPerson(ctx context.Context, tenant, personID, issuer, subj
 	}
 	ps := subject(tenant, streams.IdentityPerson, personID)
 	err = s.decide(ctx, "rebind person", func() (string, error) {
-		s.mu.RLock()
-		version := s.versions[ps]
-		s.mu.RUnlock()
+		s.f.RLock()
+		version := s.f.Version(ps)
+		s.f.RUnlock()
 		ev := s.newEvent(ctx, "person_rebound", tenant, personID, nil)
 		ev.Body = &alpv1.Event_PersonRebound{PersonRebound: &alpv1.PersonRebound{
 			Tenant: tenant, PersonId: personID, OldIssuerHmac: oldHash, NewIssuerHmac: newHash,
@@ -296,10 +290,10 @@ func (s *Store) RevokePersonSessions(ctx context.Context, tenant, personID, reas
 	before := timestamppb.Now()
 	ps := subject(tenant, streams.IdentityPerson, personID)
 	return s.decide(ctx, "revoke person's sessions", func() (string, error) {
-		s.mu.RLock()
+		s.f.RLock()
 		_, ok := ts.persons[personID]
-		version := s.versions[ps]
-		s.mu.RUnlock()
+		version := s.f.Version(ps)
+		s.f.RUnlock()
 		if !ok {
 			return "", fmt.Errorf("%w: person %q", ErrNotFound, personID)
 		}
@@ -324,12 +318,12 @@ func (s *Store) ErasePeople(ctx context.Context, tenant, personID string) error 
 	if err := alp.ValidatePersonID(personID); err != nil {
 		return invalid("person_id", "%v", err)
 	}
-	s.mu.RLock()
+	s.f.RLock()
 	var legacy personmap.Entry
 	if p := ts.persons[personID]; p != nil {
 		legacy = p.legacy
 	}
-	s.mu.RUnlock()
+	s.f.RUnlock()
 	if err := s.people.Erase(ctx, tenant, personID, legacy); err != nil {
 		return fmt.Errorf("identitystore: erase %s from the person map: %w", personID, err)
 	}
@@ -346,14 +340,14 @@ func (s *Store) ErasePeople(ctx context.Context, tenant, personID string) error 
 // opens. It returns how many persons it migrated and superseded.
 func (s *Store) MigrateBindings(ctx context.Context) (migrated, superseded int, err error) {
 	for tenant, ts := range s.tenants {
-		s.mu.RLock()
+		s.f.RLock()
 		var todo []Person
 		for _, p := range ts.persons {
 			if !p.erased && p.legacy.Issuer != "" {
 				todo = append(todo, p.clone())
 			}
 		}
-		s.mu.RUnlock()
+		s.f.RUnlock()
 		// Newest binding first: it is the one in use.
 		slices.SortFunc(todo, func(a, b Person) int {
 			if c := b.Bound.Compare(a.Bound); c != 0 {
@@ -506,9 +500,9 @@ func (s *Store) RegisterClient(ctx context.Context, spec ClientSpec) (Client, er
 		return Client{}, err
 	}
 	spec.JWKS = slices.Clone(spec.JWKS)
-	s.mu.RLock()
+	s.f.RLock()
 	err = s.checkClient(ts, &spec)
-	s.mu.RUnlock()
+	s.f.RUnlock()
 	if err != nil {
 		return Client{}, err
 	}
@@ -519,10 +513,10 @@ func (s *Store) RegisterClient(ctx context.Context, spec ClientSpec) (Client, er
 	}
 	var out Client
 	err = s.decide(ctx, "register client", func() (string, error) {
-		s.mu.RLock()
+		s.f.RLock()
 		exists := ts.clients[spec.ClientID] != nil
-		version := s.versions[cs]
-		s.mu.RUnlock()
+		version := s.f.Version(cs)
+		s.f.RUnlock()
 		if exists {
 			return "", fmt.Errorf("%w: client %q", ErrExists, spec.ClientID)
 		}
@@ -556,15 +550,15 @@ func (s *Store) BindVendorAttestation(ctx context.Context, tenant, clientID, att
 	cs := subject(tenant, streams.IdentityClient, clientToken(clientID))
 	var out Client
 	err = s.decide(ctx, "bind vendor attestation", func() (string, error) {
-		s.mu.RLock()
+		s.f.RLock()
 		c, ok := ts.clients[clientID]
 		var cur Client
 		if ok {
 			cur = c.clone()
 		}
 		admin := ts.live(by) != nil
-		version := s.versions[cs]
-		s.mu.RUnlock()
+		version := s.f.Version(cs)
+		s.f.RUnlock()
 		switch {
 		case !ok:
 			return "", fmt.Errorf("%w: client %q", ErrNotFound, clientID)
@@ -625,7 +619,7 @@ func (s *Store) IssueGrant(ctx context.Context, spec GrantSpec) (Grant, error) {
 			return Grant{}, err
 		}
 	}
-	s.mu.RLock()
+	s.f.RLock()
 	person := ts.live(spec.PersonID) != nil
 	c, client := ts.clients[spec.ClientID]
 	_, refreshUsed := ts.byRefresh[spec.RefreshSHA256]
@@ -633,7 +627,7 @@ func (s *Store) IssueGrant(ctx context.Context, spec GrantSpec) (Grant, error) {
 	if client {
 		class = c.Class()
 	}
-	s.mu.RUnlock()
+	s.f.RUnlock()
 	switch {
 	case !person:
 		return Grant{}, fmt.Errorf("%w: person %q", ErrNotFound, spec.PersonID)
@@ -684,7 +678,7 @@ func (s *Store) RotateRefresh(ctx context.Context, tenant, grantID string, prese
 	reuse := false
 	err = s.decide(ctx, "rotate refresh token", func() (string, error) {
 		reuse = false
-		s.mu.RLock()
+		s.f.RLock()
 		g, ok := ts.grants[grantID]
 		var cur Grant
 		var void string
@@ -697,9 +691,9 @@ func (s *Store) RotateRefresh(ctx context.Context, tenant, grantID string, prese
 		var version uint64
 		if ok {
 			gs = subject(tenant, streams.IdentityGrant, grantID)
-			version = s.versions[gs]
+			version = s.f.Version(gs)
 		}
-		s.mu.RUnlock()
+		s.f.RUnlock()
 		switch {
 		case !ok:
 			return "", fmt.Errorf("%w: grant %q", ErrNotFound, grantID)
@@ -756,10 +750,10 @@ func (s *Store) revoke(ctx context.Context, tenant, aggregate, kind, id, reason 
 	}
 	return s.decide(ctx, "revoke "+aggregate, func() (string, error) {
 		subj := subject(tenant, aggregate, id)
-		s.mu.RLock()
+		s.f.RLock()
 		exists, revoked := state(ts)
-		version := s.versions[subj]
-		s.mu.RUnlock()
+		version := s.f.Version(subj)
+		s.f.RUnlock()
 		switch {
 		case !exists:
 			return "", fmt.Errorf("%w: %s %q", ErrNotFound, aggregate, id)
@@ -784,15 +778,15 @@ func (s *Store) RevokePersonAgents(ctx context.Context, tenant, personID, reason
 	}
 	before := timestamppb.Now()
 	return s.decide(ctx, "revoke person's agents", func() (string, error) {
-		s.mu.RLock()
+		s.f.RLock()
 		_, ok := ts.persons[personID]
 		var ps string
 		var version uint64
 		if ok {
 			ps = subject(tenant, streams.IdentityPerson, personID)
-			version = s.versions[ps]
+			version = s.f.Version(ps)
 		}
-		s.mu.RUnlock()
+		s.f.RUnlock()
 		if !ok {
 			return "", fmt.Errorf("%w: person %q", ErrNotFound, personID)
 		}
@@ -845,12 +839,12 @@ func (s *Store) IssuePAT(ctx context.Context, spec PATSpec) (PAT, error) {
 	ps := subject(spec.Tenant, streams.IdentityPAT, spec.ID)
 	var out PAT
 	err = s.decide(ctx, "issue personal access token", func() (string, error) {
-		s.mu.RLock()
+		s.f.RLock()
 		person := ts.live(spec.PersonID) != nil
 		_, exists := ts.pats[spec.ID]
 		_, hashUsed := ts.byPATHash[spec.TokenSHA256]
-		version := s.versions[ps]
-		s.mu.RUnlock()
+		version := s.f.Version(ps)
+		s.f.RUnlock()
 		switch {
 		case !person:
 			return "", fmt.Errorf("%w: person %q", ErrNotFound, spec.PersonID)

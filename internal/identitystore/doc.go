@@ -58,7 +58,7 @@
 // # Projection
 //
 // [Open] reads the identity stream of the hosted tenants from the start and
-// keeps following it with an ordered reader: an ephemeral, in-memory,
+// keeps following it with internal/projection's ordered reader: an ephemeral, in-memory,
 // ack-less consumer whose deliveries are checked to be contiguous. Any
 // failure (NATS restarted, consumer gone, a gap) makes it create a new one
 // starting after the last applied sequence, with backoff, for as long as the

@@ -244,7 +244,7 @@ func publishErasure(t *testing.T, e *rig, s *Store, personID string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.waitApplied(ctxT(t), seq.Sequence); err != nil {
+	if err := s.f.WaitApplied(ctxT(t), seq.Sequence); err != nil {
 		t.Fatal(err)
 	}
 }

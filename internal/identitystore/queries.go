@@ -53,13 +53,13 @@ func (s *Store) Person(ctx context.Context, tenant, id string) (Person, error) {
 	if err != nil {
 		return Person{}, err
 	}
-	s.mu.RLock()
+	s.f.RLock()
 	var p Person
 	found := false
 	if pp := ts.persons[id]; pp != nil {
 		p, found = pp.clone(), true
 	}
-	s.mu.RUnlock()
+	s.f.RUnlock()
 	switch {
 	case !found:
 		return Person{}, fmt.Errorf("%w: person %q", ErrNotFound, id)
@@ -89,8 +89,8 @@ func (s *Store) SessionValid(tenant, personID string, issued time.Time) error {
 	if err != nil {
 		return err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.f.RLock()
+	defer s.f.RUnlock()
 	p := ts.live(personID)
 	switch {
 	case p == nil:
@@ -107,8 +107,8 @@ func (s *Store) Client(tenant, clientID string) (Client, error) {
 	if err != nil {
 		return Client{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.f.RLock()
+	defer s.f.RUnlock()
 	if c := ts.clients[clientID]; c != nil {
 		return c.clone(), nil
 	}
@@ -121,8 +121,8 @@ func (s *Store) Grant(tenant, grantID string) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.f.RLock()
+	defer s.f.RUnlock()
 	if g := ts.grants[grantID]; g != nil {
 		return g.clone(), nil
 	}
@@ -138,8 +138,8 @@ func (s *Store) GrantByRefreshHash(tenant string, hash Hash) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.f.RLock()
+	defer s.f.RUnlock()
 	if id, ok := ts.byRefresh[hash]; ok && !hash.IsZero() {
 		return ts.grants[id].clone(), nil
 	}
@@ -153,8 +153,8 @@ func (s *Store) PAT(tenant, patID string) (PAT, error) {
 	if err != nil {
 		return PAT{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.f.RLock()
+	defer s.f.RUnlock()
 	if p := ts.pats[patID]; p != nil {
 		return p.clone(), nil
 	}
@@ -167,8 +167,8 @@ func (s *Store) PATByHash(tenant string, hash Hash) (PAT, error) {
 	if err != nil {
 		return PAT{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.f.RLock()
+	defer s.f.RUnlock()
 	if id, ok := ts.byPATHash[hash]; ok && !hash.IsZero() {
 		return ts.pats[id].clone(), nil
 	}
@@ -186,8 +186,8 @@ func (s *Store) Revoked(tenant, personID, grantID string, issuedAt time.Time) (b
 	if err != nil {
 		return true, "tenant not hosted"
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.f.RLock()
+	defer s.f.RUnlock()
 	g := ts.grants[grantID]
 	switch {
 	case g == nil:
@@ -209,8 +209,8 @@ func (s *Store) PATRevoked(tenant, patID string, now time.Time) (bool, string) {
 	if err != nil {
 		return true, "tenant not hosted"
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.f.RLock()
+	defer s.f.RUnlock()
 	p := ts.pats[patID]
 	if p == nil {
 		return true, "unknown personal access token"

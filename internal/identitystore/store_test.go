@@ -797,12 +797,13 @@ func TestRestartRebuilds(t *testing.T) {
 	}
 
 	r := e.open(t)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.applied != s.applied || !reflect.DeepEqual(r.versions, s.versions) {
-		t.Fatalf("applied %d vs %d, versions %v vs %v", r.applied, s.applied, r.versions, s.versions)
+	rApplied, sApplied := r.Applied(), s.Applied()
+	s.f.RLock()
+	defer s.f.RUnlock()
+	r.f.RLock()
+	defer r.f.RUnlock()
+	if rApplied != sApplied || !reflect.DeepEqual(r.f.Versions(), s.f.Versions()) {
+		t.Fatalf("applied %d vs %d, versions %v vs %v", rApplied, sApplied, r.f.Versions(), s.f.Versions())
 	}
 	for _, tn := range hosted {
 		if !reflect.DeepEqual(r.tenants[tn], s.tenants[tn]) {

@@ -29,9 +29,6 @@
 // once the staleness passes, and recovers when the reader is back.
 // Confirmations of a healthy follower are up to about 2s old: allow a few
 // seconds.
-//
-// internal/identitystore has its own copy of this reader (the first one);
-// it is the same algorithm and should move onto this package.
 package projection
 
 import (
@@ -42,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -94,6 +92,10 @@ type Config struct {
 	// Name prefixes the readers' consumer names (a token).
 	Name string
 	Log  *slog.Logger
+	// ErrStale and ErrClosed, when set, replace this package's errors of
+	// the same names in what Fresh and WaitApplied return, so an owner
+	// whose API already promises its own sentinels keeps them.
+	ErrStale, ErrClosed error
 }
 
 // Follower is a running reader of a stream. Safe for concurrent use.
@@ -131,6 +133,12 @@ func Open(ctx context.Context, b *bus.Bus, cfg Config) (*Follower, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ErrStale == nil {
+		cfg.ErrStale = ErrStale
+	}
+	if cfg.ErrClosed == nil {
+		cfg.ErrClosed = ErrClosed
 	}
 	f := &Follower{
 		b: b, cfg: cfg, stream: b.StreamName(cfg.Stream),
@@ -187,6 +195,10 @@ func (f *Follower) RUnlock() { f.mu.RUnlock() }
 // with the reads a decision rests on.
 func (f *Follower) Version(subject string) uint64 { return f.versions[subject] }
 
+// Versions is a copy of every subject's version (see Version), for
+// comparing replicas. Call it under RLock.
+func (f *Follower) Versions() map[string]uint64 { return maps.Clone(f.versions) }
+
 // Applied is the stream sequence of the last message applied.
 func (f *Follower) Applied() uint64 {
 	f.mu.RLock()
@@ -199,16 +211,16 @@ func (f *Follower) Applied() uint64 {
 // doc); maxStaleness should be a few seconds or more.
 func (f *Follower) Fresh(maxStaleness time.Duration) error {
 	if f.Closed() {
-		return ErrClosed
+		return f.cfg.ErrClosed
 	}
 	f.confirmMu.Lock()
 	c := f.confirmed
 	f.confirmMu.Unlock()
 	if c.IsZero() {
-		return fmt.Errorf("%w: never caught up with %s", ErrStale, f.stream)
+		return fmt.Errorf("%w: never caught up with %s", f.cfg.ErrStale, f.stream)
 	}
 	if age := time.Since(c); age > maxStaleness {
-		return fmt.Errorf("%w: last caught up with %s %v ago (at most %v allowed)", ErrStale, f.stream, age.Round(time.Millisecond), maxStaleness)
+		return fmt.Errorf("%w: last caught up with %s %v ago (at most %v allowed)", f.cfg.ErrStale, f.stream, age.Round(time.Millisecond), maxStaleness)
 	}
 	return nil
 }
@@ -235,7 +247,7 @@ func (f *Follower) WaitApplied(ctx context.Context, seq uint64) error {
 		select {
 		case <-ch:
 		case <-f.closed:
-			return ErrClosed
+			return f.cfg.ErrClosed
 		case <-ctx.Done():
 			return fmt.Errorf("projection: waiting for %s to reach sequence %d (at %d): %w", f.stream, seq, applied, ctx.Err())
 		}
