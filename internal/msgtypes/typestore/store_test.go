@@ -280,4 +280,3 @@ func TestRaceOneWins(t *testing.T) {
 		testkit.Eventually(t, 5*time.Second, visible(s, expense, won.Digest()))
 	}
 }
-
