@@ -1,6 +1,8 @@
 package msgtypes
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -315,5 +317,39 @@ func TestNames(t *testing.T) {
 		if _, p := splitName(name); p == "" {
 			t.Errorf("splitName(%q) accepted", name)
 		}
+	}
+}
+
+// TestCheckStoresNothing: Check answers what Register would, and the
+// registry stays as it was; the digest is the SHA-256 of Schema, so an
+// event carrying both can be verified without a registry.
+func TestCheckStoresNothing(t *testing.T) {
+	schema := `{"type":"object","properties":{"id":{"type":"string","maxLength":9,"x-alp-class":"public"}},"additionalProperties":false}`
+	r := newRegistry(t)
+	c, err := r.Check("example.org", "example.org/x/v1", []byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Lookup("example.org/x/v1"); ok {
+		t.Fatal("Check stored the type")
+	}
+	if sum := sha256.Sum256(c.Schema()); hex.EncodeToString(sum[:]) != c.Digest() {
+		t.Fatalf("digest %s is not the SHA-256 of the schema", c.Digest())
+	}
+	a, err := r.Register("example.org", "example.org/x/v1", []byte(schema))
+	if err != nil || a.Digest() != c.Digest() {
+		t.Fatalf("Register after Check = %v, %v", a, err)
+	}
+	if again, err := r.Check("example.org", "example.org/x/v1", []byte(schema)); err != nil || again != a {
+		t.Fatalf("Check of the registered schema = %v, %v; want the registered type", again, err)
+	}
+	_, err = r.Check("example.org", "example.org/x/v1", []byte(strings.Replace(schema, "9", "10", 1)))
+	var re *RegistrationError
+	if !errors.As(err, &re) || re.Code != CodeTypeExists {
+		t.Fatalf("Check of a changed schema = %v; want %s", err, CodeTypeExists)
+	}
+	_, err = r.Check("example.org", "other.example/x/v1", []byte(schema))
+	if !errors.As(err, &re) || re.Code != CodeNameNotNamespaced {
+		t.Fatalf("Check under another domain = %v; want %s", err, CodeNameNotNamespaced)
 	}
 }

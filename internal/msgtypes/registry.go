@@ -94,6 +94,19 @@ func builtinName(file string) (string, bool) {
 // (CodeTypeExists). Every refusal is a *RegistrationError and leaves the
 // registry unchanged.
 func (r *Registry) Register(tenant, name string, schema []byte) (*Type, error) {
+	t, err := r.Check(tenant, name, schema)
+	if err != nil {
+		return nil, err
+	}
+	return r.store(t)
+}
+
+// Check runs every check of Register against the registry as it stands
+// and returns the type Register would answer (the registered one when the
+// schema is identical), without storing anything. A store that appends a
+// registration event before registering (internal/msgtypes/typestore)
+// refuses bad input with it, so no refused schema ever reaches the stream.
+func (r *Registry) Check(tenant, name string, schema []byte) (*Type, error) {
 	if err := alp.ValidateTenant(tenant); err != nil {
 		return nil, &RegistrationError{Code: CodeInvalidName, Name: name, Message: "registering tenant: " + err.Error()}
 	}
@@ -113,7 +126,23 @@ func (r *Registry) Register(tenant, name string, schema []byte) (*Type, error) {
 		return nil, &RegistrationError{Code: CodeNameNotNamespaced, Name: name,
 			Message: fmt.Sprintf("tenant %s registers types under %s/, not %s/", tenant, tenant, owner)}
 	}
-	return r.add(tenant, name, schema)
+	t, err := build(tenant, name, schema)
+	if err != nil {
+		return nil, err
+	}
+	if old, ok := r.Lookup(name); ok {
+		return existing(old, t)
+	}
+	return t, nil
+}
+
+// existing is the answer to registering t under the name of old.
+func existing(old, t *Type) (*Type, error) {
+	if old.digest == t.digest {
+		return old, nil
+	}
+	return nil, &RegistrationError{Code: CodeTypeExists, Name: t.name,
+		Message: "this type version is registered with a different schema; register the change as the next version"}
 }
 
 // add checks, compiles and stores one type.
@@ -122,18 +151,19 @@ func (r *Registry) add(owner, name string, schema []byte) (*Type, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.store(t)
+}
+
+// store adds a built type unless its name is taken (see existing).
+func (r *Registry) store(t *Type) (*Type, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := *r.types.Load()
-	if old, ok := cur[name]; ok {
-		if old.digest == t.digest {
-			return old, nil
-		}
-		return nil, &RegistrationError{Code: CodeTypeExists, Name: name,
-			Message: "this type version is registered with a different schema; register the change as the next version"}
+	if old, ok := cur[t.name]; ok {
+		return existing(old, t)
 	}
 	next := maps.Clone(cur)
-	next[name] = t
+	next[t.name] = t
 	r.types.Store(&next)
 	return t, nil
 }

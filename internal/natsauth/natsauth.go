@@ -175,7 +175,11 @@ var batchReaders = map[alpv1.Role][]string{
 // closed when stale), by approvals (people signing in to decide) and by the
 // ledger (people and agents reading their ledger, same checks as ingress).
 // Policy follows its own state (services/policy/relationships: every
-// replica keeps the relationships fresh, and is not ready while stale).
+// replica keeps the relationships fresh, and is not ready while stale; and
+// internal/msgtypes/typestore, the organizations' message types on the
+// same stream's type subjects). Ingress will follow those type subjects
+// too, which needs a read grant narrower than the whole stream: the
+// relationships on it are none of ingress's business.
 var readers = map[alpv1.Role][]string{
 	alpv1.Role_ROLE_POLICY:    {streams.Policy},
 	alpv1.Role_ROLE_IDENTITY:  {streams.Identity},

@@ -107,6 +107,24 @@ const (
 	PolicyOrgRule = "org"
 )
 
+// PolicyType is the aggregate of one organization's message type on the
+// policy stream (internal/msgtypes/typestore). Its id is PolicyTypeID of
+// the type name: names hold '/' and '.', which no subject token may. Only
+// policy reads it for now (natsauth's readers); the other roles that
+// validate bodies will follow these subjects alone (PolicyTypeFilter).
+const PolicyType = "type"
+
+// PolicyTypeID is the subject id of the message type called name: a hash
+// token, so one name has one subject and its first registration can be
+// appended with "nothing on this subject yet" as expectation.
+func PolicyTypeID(name string) string { return "t" + bus.HashID("message_type", name) }
+
+// PolicyTypeFilter is every message type of one tenant:
+// alp.policy.<tenant token>.type.*.
+func PolicyTypeFilter(tenant string) string {
+	return pattern(Policy, bus.TenantToken(tenant), PolicyType, "*")
+}
+
 // PolicySubject is the subject of one policy aggregate:
 // alp.policy.<tenant>.<aggregate>.<id>.
 func PolicySubject(tenant, aggregate, id string) (string, error) {

@@ -660,6 +660,84 @@ func (*OrgRelationshipSet_SameOrg) isOrgRelationshipSet_Rule() {}
 
 func (*OrgRelationshipSet_RoleMayReceiveFrom) isOrgRelationshipSet_Rule() {}
 
+// MessageTypeRegistered: an admin of the tenant registered a namespaced
+// message type (internal/msgtypes/typestore), on the type's own subject
+// type.<hash of name>; one event per name, ever (a type version is
+// immutable). Who did is the header's actor. Every replica that projects
+// it registers schema into its msgtypes.Registry, so the event holds the
+// schema's exact bytes, not a reference.
+type MessageTypeRegistered struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tenant string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	// "<tenant>/<name>/v<N>".
+	Name string `protobuf:"bytes,2,opt,name=name" json:"name,omitempty"`
+	// The schema document as registered (RFC 8785 canonical JSON).
+	Schema []byte `protobuf:"bytes,3,opt,name=schema" json:"schema,omitempty"`
+	// Hex SHA-256 of schema (msgtypes.Type.Digest), so a replica can tell
+	// that it registered the same type without comparing documents.
+	Digest        string `protobuf:"bytes,4,opt,name=digest" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageTypeRegistered) Reset() {
+	*x = MessageTypeRegistered{}
+	mi := &file_alp_v1_policy_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageTypeRegistered) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageTypeRegistered) ProtoMessage() {}
+
+func (x *MessageTypeRegistered) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_policy_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageTypeRegistered.ProtoReflect.Descriptor instead.
+func (*MessageTypeRegistered) Descriptor() ([]byte, []int) {
+	return file_alp_v1_policy_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MessageTypeRegistered) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *MessageTypeRegistered) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MessageTypeRegistered) GetSchema() []byte {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *MessageTypeRegistered) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
 var File_alp_v1_policy_proto protoreflect.FileDescriptor
 
 const file_alp_v1_policy_proto_rawDesc = "" +
@@ -705,7 +783,12 @@ const file_alp_v1_policy_proto_rawDesc = "" +
 	"\bsame_org\x18\x03 \x01(\v2\x0f.alp.v1.SameOrgH\x00R\asameOrg\x12O\n" +
 	"\x15role_may_receive_from\x18\x04 \x01(\v2\x1a.alp.v1.RoleMayReceiveFromH\x00R\x12roleMayReceiveFrom\x12\x16\n" +
 	"\x06active\x18\x05 \x01(\bR\x06activeB\x06\n" +
-	"\x04ruleB\x86\x01\n" +
+	"\x04rule\"s\n" +
+	"\x15MessageTypeRegistered\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\fR\x06schema\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digestB\x86\x01\n" +
 	"\n" +
 	"com.alp.v1B\vPolicyProtoP\x01Z-github.com/alpd-project/alpd/gen/alp/v1;alpv1\xa2\x02\x03AXX\xaa\x02\x06Alp.V1\xca\x02\x06Alp\\V1\xe2\x02\x12Alp\\V1\\GPBMetadata\xea\x02\aAlp::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
@@ -721,17 +804,18 @@ func file_alp_v1_policy_proto_rawDescGZIP() []byte {
 	return file_alp_v1_policy_proto_rawDescData
 }
 
-var file_alp_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_alp_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_alp_v1_policy_proto_goTypes = []any{
-	(*ConnectionRequested)(nil), // 0: alp.v1.ConnectionRequested
-	(*ConnectionAccepted)(nil),  // 1: alp.v1.ConnectionAccepted
-	(*ConnectionDeclined)(nil),  // 2: alp.v1.ConnectionDeclined
-	(*Blocked)(nil),             // 3: alp.v1.Blocked
-	(*PersonBlocked)(nil),       // 4: alp.v1.PersonBlocked
-	(*PersonUnblocked)(nil),     // 5: alp.v1.PersonUnblocked
-	(*SameOrg)(nil),             // 6: alp.v1.SameOrg
-	(*RoleMayReceiveFrom)(nil),  // 7: alp.v1.RoleMayReceiveFrom
-	(*OrgRelationshipSet)(nil),  // 8: alp.v1.OrgRelationshipSet
+	(*ConnectionRequested)(nil),   // 0: alp.v1.ConnectionRequested
+	(*ConnectionAccepted)(nil),    // 1: alp.v1.ConnectionAccepted
+	(*ConnectionDeclined)(nil),    // 2: alp.v1.ConnectionDeclined
+	(*Blocked)(nil),               // 3: alp.v1.Blocked
+	(*PersonBlocked)(nil),         // 4: alp.v1.PersonBlocked
+	(*PersonUnblocked)(nil),       // 5: alp.v1.PersonUnblocked
+	(*SameOrg)(nil),               // 6: alp.v1.SameOrg
+	(*RoleMayReceiveFrom)(nil),    // 7: alp.v1.RoleMayReceiveFrom
+	(*OrgRelationshipSet)(nil),    // 8: alp.v1.OrgRelationshipSet
+	(*MessageTypeRegistered)(nil), // 9: alp.v1.MessageTypeRegistered
 }
 var file_alp_v1_policy_proto_depIdxs = []int32{
 	3, // 0: alp.v1.PersonBlocked.blocked:type_name -> alp.v1.Blocked
@@ -765,7 +849,7 @@ func file_alp_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_v1_policy_proto_rawDesc), len(file_alp_v1_policy_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
