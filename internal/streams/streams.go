@@ -75,11 +75,14 @@ func IdentityKinds() []string {
 }
 
 // PolicyKinds are the event bodies the policy stream carries: the
-// relationships of services/policy/relationships.
+// relationships of services/policy/relationships and the rule sets of
+// services/policy/rulestore.
 func PolicyKinds() []string {
 	return []string{
 		"connection_requested", "connection_accepted", "connection_declined",
 		"person_blocked", "person_unblocked", "org_relationship_set",
+		// Rule sets (services/policy/rulestore).
+		"rule_set_version_stored",
 	}
 }
 
@@ -142,7 +145,7 @@ func Table() []Stream {
 			Description: "Per-person ledgers: one Merkle log per person on alp.ledger.<tenant>.<person> (append-only: deletes and purges denied)."},
 		{Name: Policy, Owner: alpv1.Role_ROLE_POLICY, Kind: "policy", EventKinds: PolicyKinds(),
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
-			Description: "Policy state: connections between people and remote addresses, people's blocks, organizations' pre-approved relationships."},
+			Description: "Policy state: connections between people and remote addresses, people's blocks, organizations' pre-approved relationships, parties' rule sets."},
 		{Name: Approvals, Owner: alpv1.Role_ROLE_APPROVALS, Kind: "approvals",
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
 			Description: "Approvals: pending items, decisions, standing approvals."},
