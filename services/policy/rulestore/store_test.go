@@ -378,12 +378,18 @@ func TestForeignEventsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := func() *alpv1.Event { return s.event(tenant, rules.PartySender, "p_hal", 1, set, person("p_hal"), false) }
+	good := func() *alpv1.Event {
+		return s.event(tenant, rules.PartySender, "p_hal", 1, set, person("p_hal"), false)
+	}
 	for name, ev := range map[string]*alpv1.Event{
 		"version out of turn": func() *alpv1.Event { e := good(); e.GetRuleSetVersionStored().Version = 2; return e }(),
-		"wrong digest":        func() *alpv1.Event { e := good(); e.GetRuleSetVersionStored().Digest = strings.Repeat("0", 64); return e }(),
-		"other owner":         func() *alpv1.Event { e := good(); e.GetRuleSetVersionStored().Owner = "p_ivy"; return e }(),
-		"no writer":           func() *alpv1.Event { e := good(); e.GetRuleSetVersionStored().By = 0; return e }(),
+		"wrong digest": func() *alpv1.Event {
+			e := good()
+			e.GetRuleSetVersionStored().Digest = strings.Repeat("0", 64)
+			return e
+		}(),
+		"other owner": func() *alpv1.Event { e := good(); e.GetRuleSetVersionStored().Owner = "p_ivy"; return e }(),
+		"no writer":   func() *alpv1.Event { e := good(); e.GetRuleSetVersionStored().By = 0; return e }(),
 	} {
 		if err := s.apply(rulesSubject(t, rules.PartySender, "p_hal"), 1, ev); err == nil {
 			t.Fatalf("%s: applied", name)
