@@ -34,7 +34,7 @@ var (
 	person = func(id string) Author { return Author{ByPerson, id} }
 )
 
-func newBus(t *testing.T, srv *server.Server) *bus.Bus {
+func newBus(t testing.TB, srv *server.Server) *bus.Bus {
 	t.Helper()
 	nc := natstest.Connect(t, srv, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	b, err := bus.New(nc, bus.Options{Namespace: "t", Registerer: prometheus.NewRegistry()})
@@ -46,7 +46,7 @@ func newBus(t *testing.T, srv *server.Server) *bus.Bus {
 
 // newEnv starts a server with the policy stream, as the policy service
 // creates it, and a bus on it.
-func newEnv(t *testing.T) (*server.Server, *bus.Bus) {
+func newEnv(t testing.TB) (*server.Server, *bus.Bus) {
 	t.Helper()
 	srv := natstest.RunJetStream(t)
 	b := newBus(t, srv)
@@ -57,7 +57,7 @@ func newEnv(t *testing.T) (*server.Server, *bus.Bus) {
 	return srv, b
 }
 
-func engine(t *testing.T) *rules.Engine {
+func engine(t testing.TB) *rules.Engine {
 	t.Helper()
 	e, err := rules.New(rules.Limits{})
 	if err != nil {
@@ -66,7 +66,9 @@ func engine(t *testing.T) *rules.Engine {
 	return e
 }
 
-func open(t *testing.T, b *bus.Bus) *Store {
+func open(t *testing.T, b *bus.Bus) *Store { return openB(t, b) }
+
+func openB(t testing.TB, b *bus.Bus) *Store {
 	t.Helper()
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -84,7 +86,9 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func template(t *testing.T, p rules.Party) string {
+func template(t *testing.T, p rules.Party) string { return templateB(t, p) }
+
+func templateB(t testing.TB, p rules.Party) string {
 	t.Helper()
 	b, err := rules.Template(p)
 	if err != nil {
