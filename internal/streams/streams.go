@@ -75,14 +75,17 @@ func IdentityKinds() []string {
 }
 
 // PolicyKinds are the event bodies the policy stream carries: the
-// relationships of services/policy/relationships and the organizations'
-// message types of internal/msgtypes/typestore.
+// relationships of services/policy/relationships, the organizations'
+// message types of internal/msgtypes/typestore and the rule sets of
+// services/policy/rulestore.
 func PolicyKinds() []string {
 	return []string{
 		"connection_requested", "connection_accepted", "connection_declined",
 		"person_blocked", "person_unblocked", "org_relationship_set",
 		// Organizations' message types.
 		"message_type_registered",
+		// Rule sets (services/policy/rulestore).
+		"rule_set_version_stored",
 	}
 }
 
@@ -145,7 +148,7 @@ func Table() []Stream {
 			Description: "Per-person ledgers: one Merkle log per person on alp.ledger.<tenant>.<person> (append-only: deletes and purges denied)."},
 		{Name: Policy, Owner: alpv1.Role_ROLE_POLICY, Kind: "policy", EventKinds: PolicyKinds(),
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
-			Description: "Policy state: connections between people and remote addresses, people's blocks, organizations' pre-approved relationships and message types."},
+			Description: "Policy state: connections between people and remote addresses, people's blocks, organizations' pre-approved relationships and message types, parties' rule sets."},
 		{Name: Approvals, Owner: alpv1.Role_ROLE_APPROVALS, Kind: "approvals",
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
 			Description: "Approvals: pending items, decisions, standing approvals."},

@@ -121,8 +121,43 @@ func PolicyTypeID(name string) string { return "t" + bus.HashID("message_type", 
 
 // PolicyTypeFilter is every message type of one tenant:
 // alp.policy.<tenant token>.type.*.
-func PolicyTypeFilter(tenant string) string {
-	return pattern(Policy, bus.TenantToken(tenant), PolicyType, "*")
+func PolicyTypeFilter(tenant string) string { return PolicyAggregateFilter(tenant, PolicyType) }
+
+// PolicyAggregateFilter is every subject of one five-token policy
+// aggregate of one tenant, alp.policy.<tenant token>.<aggregate>.*, so
+// each store on the shared policy stream reads its own events only.
+func PolicyAggregateFilter(tenant, aggregate string) string {
+	return pattern(Policy, bus.TenantToken(tenant), aggregate, "*")
+}
+
+// PolicyRules is the aggregate of the policy stream holding one party's
+// Cedar rule set (services/policy/rulestore). Its subjects have one token
+// more than the others: alp.policy.<tenant token>.rules.<party>.<owner>,
+// the owner being the tenant's token for an organization party and the
+// person id for a person party.
+const PolicyRules = "rules"
+
+// PolicyRulesSubject is the subject of one rule set:
+// alp.policy.<tenant>.rules.<party>.<owner token>.
+func PolicyRulesSubject(tenant, party, ownerToken string) (string, error) {
+	return bus.Subject(Policy, tenant, PolicyRules, party, ownerToken)
+}
+
+// PolicyRulesFilter is every rule set of one tenant:
+// alp.policy.<tenant token>.rules.>.
+func PolicyRulesFilter(tenant string) string {
+	return pattern(Policy, bus.TenantToken(tenant), PolicyRules, ">")
+}
+
+// ParsePolicyRulesSubject splits
+// alp.policy.<tenant token>.rules.<party>.<owner token>; false for any
+// other subject.
+func ParsePolicyRulesSubject(subject string) (tenantToken, party, ownerToken string, ok bool) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 6 || parts[0] != bus.SubjectPrefix || parts[1] != Policy || parts[3] != PolicyRules {
+		return "", "", "", false
+	}
+	return parts[2], parts[4], parts[5], true
 }
 
 // PolicySubject is the subject of one policy aggregate:

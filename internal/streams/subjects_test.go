@@ -42,3 +42,33 @@ func TestEnvelopeSubjectsRefuseHostileIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyRulesSubject: a rule set's subject splits back into its
+// tenant, party and owner, lies within the tenant's rules filter, and is no
+// five-token policy subject (so the other aggregates' parser never
+// mistakes one for theirs).
+func TestPolicyRulesSubject(t *testing.T) {
+	subj, err := PolicyRulesSubject("example.org", "sender", "p_alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "alp.policy.example_org.rules.sender.p_alice"; subj != want {
+		t.Fatalf("subject %q, want %q", subj, want)
+	}
+	tok, party, owner, ok := ParsePolicyRulesSubject(subj)
+	if !ok || tok != "example_org" || party != "sender" || owner != "p_alice" {
+		t.Fatalf("parsed %q %q %q %v", tok, party, owner, ok)
+	}
+	if f := PolicyRulesFilter("example.org"); !strings.HasPrefix(subj, strings.TrimSuffix(f, ">")) {
+		t.Fatalf("%s not within %s", subj, f)
+	}
+	if _, _, _, ok := ParsePolicySubject(subj); ok {
+		t.Fatal("a rules subject parsed as a five-token policy subject")
+	}
+	if _, _, _, ok := ParsePolicyRulesSubject("alp.policy.example_org.conn.x"); ok {
+		t.Fatal("a connection subject parsed as a rules subject")
+	}
+	if _, err := PolicyRulesSubject("example.org", "sender", "a.b"); err == nil {
+		t.Fatal("an owner with a separator made a subject")
+	}
+}

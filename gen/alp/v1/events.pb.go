@@ -511,6 +511,7 @@ type Event struct {
 	//	*Event_PersonUnblocked
 	//	*Event_OrgRelationshipSet
 	//	*Event_MessageTypeRegistered
+	//	*Event_RuleSetVersionStored
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -812,6 +813,15 @@ func (x *Event) GetMessageTypeRegistered() *MessageTypeRegistered {
 	return nil
 }
 
+func (x *Event) GetRuleSetVersionStored() *RuleSetVersionStored {
+	if x != nil {
+		if x, ok := x.Body.(*Event_RuleSetVersionStored); ok {
+			return x.RuleSetVersionStored
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -934,6 +944,11 @@ type Event_MessageTypeRegistered struct {
 	MessageTypeRegistered *MessageTypeRegistered `protobuf:"bytes,70,opt,name=message_type_registered,json=messageTypeRegistered,oneof"`
 }
 
+type Event_RuleSetVersionStored struct {
+	// Policy state, rule sets (alp/v1/policy.proto).
+	RuleSetVersionStored *RuleSetVersionStored `protobuf:"bytes,75,opt,name=rule_set_version_stored,json=ruleSetVersionStored,oneof"`
+}
+
 func (*Event_SendRequested) isEvent_Body() {}
 
 func (*Event_Decided) isEvent_Body() {}
@@ -989,6 +1004,8 @@ func (*Event_PersonUnblocked) isEvent_Body() {}
 func (*Event_OrgRelationshipSet) isEvent_Body() {}
 
 func (*Event_MessageTypeRegistered) isEvent_Body() {}
+
+func (*Event_RuleSetVersionStored) isEvent_Body() {}
 
 // SendRequested: an agent asked its broker to send a typed message.
 type SendRequested struct {
@@ -1602,7 +1619,7 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x05actor\x18\x06 \x01(\v2\r.alp.v1.ActorR\x05actor\x12\x16\n" +
 	"\x06tenant\x18\a \x01(\tR\x06tenant\x121\n" +
 	"\rproducer_role\x18\b \x01(\x0e2\f.alp.v1.RoleR\fproducerRole\x126\n" +
-	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xfa\x10\n" +
+	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xd1\x11\n" +
 	"\x05Event\x12+\n" +
 	"\x06header\x18\x01 \x01(\v2\x13.alp.v1.EventHeaderR\x06header\x12>\n" +
 	"\x0esend_requested\x18\n" +
@@ -1633,7 +1650,8 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x0eperson_blocked\x18? \x01(\v2\x15.alp.v1.PersonBlockedH\x00R\rpersonBlocked\x12D\n" +
 	"\x10person_unblocked\x18@ \x01(\v2\x17.alp.v1.PersonUnblockedH\x00R\x0fpersonUnblocked\x12N\n" +
 	"\x14org_relationship_set\x18A \x01(\v2\x1a.alp.v1.OrgRelationshipSetH\x00R\x12orgRelationshipSet\x12W\n" +
-	"\x17message_type_registered\x18F \x01(\v2\x1d.alp.v1.MessageTypeRegisteredH\x00R\x15messageTypeRegisteredB\x06\n" +
+	"\x17message_type_registered\x18F \x01(\v2\x1d.alp.v1.MessageTypeRegisteredH\x00R\x15messageTypeRegistered\x12U\n" +
+	"\x17rule_set_version_stored\x18K \x01(\v2\x1c.alp.v1.RuleSetVersionStoredH\x00R\x14ruleSetVersionStoredB\x06\n" +
 	"\x04body\"\xed\x01\n" +
 	"\rSendRequested\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12'\n" +
@@ -1768,8 +1786,9 @@ var file_alp_v1_events_proto_goTypes = []any{
 	(*PersonUnblocked)(nil),            // 35: alp.v1.PersonUnblocked
 	(*OrgRelationshipSet)(nil),         // 36: alp.v1.OrgRelationshipSet
 	(*MessageTypeRegistered)(nil),      // 37: alp.v1.MessageTypeRegistered
-	(*Envelope)(nil),                   // 38: alp.v1.Envelope
-	(*SealedBody)(nil),                 // 39: alp.v1.SealedBody
+	(*RuleSetVersionStored)(nil),       // 38: alp.v1.RuleSetVersionStored
+	(*Envelope)(nil),                   // 39: alp.v1.Envelope
+	(*SealedBody)(nil),                 // 40: alp.v1.SealedBody
 }
 var file_alp_v1_events_proto_depIdxs = []int32{
 	1,  // 0: alp.v1.Actor.kind:type_name -> alp.v1.ActorKind
@@ -1805,21 +1824,22 @@ var file_alp_v1_events_proto_depIdxs = []int32{
 	35, // 30: alp.v1.Event.person_unblocked:type_name -> alp.v1.PersonUnblocked
 	36, // 31: alp.v1.Event.org_relationship_set:type_name -> alp.v1.OrgRelationshipSet
 	37, // 32: alp.v1.Event.message_type_registered:type_name -> alp.v1.MessageTypeRegistered
-	38, // 33: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
-	38, // 34: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
-	2,  // 35: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
-	9,  // 36: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
-	3,  // 37: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
-	4,  // 38: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
-	16, // 39: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
-	16, // 40: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
-	3,  // 41: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
-	39, // 42: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	38, // 33: alp.v1.Event.rule_set_version_stored:type_name -> alp.v1.RuleSetVersionStored
+	39, // 34: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
+	39, // 35: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
+	2,  // 36: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
+	9,  // 37: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
+	3,  // 38: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
+	4,  // 39: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
+	16, // 40: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
+	16, // 41: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
+	3,  // 42: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
+	40, // 43: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_alp_v1_events_proto_init() }
@@ -1859,6 +1879,7 @@ func file_alp_v1_events_proto_init() {
 		(*Event_PersonUnblocked)(nil),
 		(*Event_OrgRelationshipSet)(nil),
 		(*Event_MessageTypeRegistered)(nil),
+		(*Event_RuleSetVersionStored)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -21,6 +21,123 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RuleParty is whose rules a set is (services/policy/rules.Party).
+type RuleParty int32
+
+const (
+	RuleParty_RULE_PARTY_UNSPECIFIED   RuleParty = 0
+	RuleParty_RULE_PARTY_SENDER        RuleParty = 1
+	RuleParty_RULE_PARTY_SENDER_ORG    RuleParty = 2
+	RuleParty_RULE_PARTY_RECIPIENT_ORG RuleParty = 3
+	RuleParty_RULE_PARTY_RECIPIENT     RuleParty = 4
+)
+
+// Enum value maps for RuleParty.
+var (
+	RuleParty_name = map[int32]string{
+		0: "RULE_PARTY_UNSPECIFIED",
+		1: "RULE_PARTY_SENDER",
+		2: "RULE_PARTY_SENDER_ORG",
+		3: "RULE_PARTY_RECIPIENT_ORG",
+		4: "RULE_PARTY_RECIPIENT",
+	}
+	RuleParty_value = map[string]int32{
+		"RULE_PARTY_UNSPECIFIED":   0,
+		"RULE_PARTY_SENDER":        1,
+		"RULE_PARTY_SENDER_ORG":    2,
+		"RULE_PARTY_RECIPIENT_ORG": 3,
+		"RULE_PARTY_RECIPIENT":     4,
+	}
+)
+
+func (x RuleParty) Enum() *RuleParty {
+	p := new(RuleParty)
+	*p = x
+	return p
+}
+
+func (x RuleParty) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RuleParty) Descriptor() protoreflect.EnumDescriptor {
+	return file_alp_v1_policy_proto_enumTypes[0].Descriptor()
+}
+
+func (RuleParty) Type() protoreflect.EnumType {
+	return &file_alp_v1_policy_proto_enumTypes[0]
+}
+
+func (x RuleParty) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RuleParty.Descriptor instead.
+func (RuleParty) EnumDescriptor() ([]byte, []int) {
+	return file_alp_v1_policy_proto_rawDescGZIP(), []int{0}
+}
+
+// RuleSetWriter is the kind of credential a version was written with; the
+// header's actor says who.
+type RuleSetWriter int32
+
+const (
+	RuleSetWriter_RULE_SET_WRITER_UNSPECIFIED RuleSetWriter = 0
+	// An admin of the tenant (organization sets).
+	RuleSetWriter_RULE_SET_WRITER_ADMIN RuleSetWriter = 1
+	// The broker's operator.
+	RuleSetWriter_RULE_SET_WRITER_OPERATOR RuleSetWriter = 2
+	// The person, in their web session (their own sets).
+	RuleSetWriter_RULE_SET_WRITER_PERSON RuleSetWriter = 3
+	// An agent token of the person: only ever a tightening (added forbids).
+	RuleSetWriter_RULE_SET_WRITER_AGENT RuleSetWriter = 4
+)
+
+// Enum value maps for RuleSetWriter.
+var (
+	RuleSetWriter_name = map[int32]string{
+		0: "RULE_SET_WRITER_UNSPECIFIED",
+		1: "RULE_SET_WRITER_ADMIN",
+		2: "RULE_SET_WRITER_OPERATOR",
+		3: "RULE_SET_WRITER_PERSON",
+		4: "RULE_SET_WRITER_AGENT",
+	}
+	RuleSetWriter_value = map[string]int32{
+		"RULE_SET_WRITER_UNSPECIFIED": 0,
+		"RULE_SET_WRITER_ADMIN":       1,
+		"RULE_SET_WRITER_OPERATOR":    2,
+		"RULE_SET_WRITER_PERSON":      3,
+		"RULE_SET_WRITER_AGENT":       4,
+	}
+)
+
+func (x RuleSetWriter) Enum() *RuleSetWriter {
+	p := new(RuleSetWriter)
+	*p = x
+	return p
+}
+
+func (x RuleSetWriter) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RuleSetWriter) Descriptor() protoreflect.EnumDescriptor {
+	return file_alp_v1_policy_proto_enumTypes[1].Descriptor()
+}
+
+func (RuleSetWriter) Type() protoreflect.EnumType {
+	return &file_alp_v1_policy_proto_enumTypes[1]
+}
+
+func (x RuleSetWriter) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RuleSetWriter.Descriptor instead.
+func (RuleSetWriter) EnumDescriptor() ([]byte, []int) {
+	return file_alp_v1_policy_proto_rawDescGZIP(), []int{1}
+}
+
 // ConnectionRequested: someone asked a person of the tenant to connect
 // (a connection.request/v1 message, or a person's own request to another
 // person of the tenant).
@@ -738,6 +855,116 @@ func (x *MessageTypeRegistered) GetDigest() string {
 	return ""
 }
 
+// RuleSetVersionStored: a new version of one party's policy set, validated
+// against the entity model before it was appended. A person's set is
+// personal data (it names whom they deal with); it stands here in clear,
+// on a stream kept forever.
+type RuleSetVersionStored struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tenant string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	Party  RuleParty              `protobuf:"varint,2,opt,name=party,enum=alp.v1.RuleParty" json:"party,omitempty"`
+	// The tenant for an organization party, the person id for a person party.
+	Owner string `protobuf:"bytes,3,opt,name=owner" json:"owner,omitempty"`
+	// 1, 2, 3 … per set, the count of versions stored before plus one.
+	Version uint64 `protobuf:"varint,4,opt,name=version" json:"version,omitempty"`
+	// The Cedar source as written (comments included).
+	Text []byte `protobuf:"bytes,5,opt,name=text" json:"text,omitempty"`
+	// Hex SHA-256 of text.
+	Digest string        `protobuf:"bytes,6,opt,name=digest" json:"digest,omitempty"`
+	By     RuleSetWriter `protobuf:"varint,7,opt,name=by,enum=alp.v1.RuleSetWriter" json:"by,omitempty"`
+	// The write was checked to only add forbid policies to the version
+	// before (always so for an agent's write).
+	TighteningOnly bool `protobuf:"varint,8,opt,name=tightening_only,json=tighteningOnly" json:"tightening_only,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RuleSetVersionStored) Reset() {
+	*x = RuleSetVersionStored{}
+	mi := &file_alp_v1_policy_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleSetVersionStored) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleSetVersionStored) ProtoMessage() {}
+
+func (x *RuleSetVersionStored) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_policy_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleSetVersionStored.ProtoReflect.Descriptor instead.
+func (*RuleSetVersionStored) Descriptor() ([]byte, []int) {
+	return file_alp_v1_policy_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RuleSetVersionStored) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *RuleSetVersionStored) GetParty() RuleParty {
+	if x != nil {
+		return x.Party
+	}
+	return RuleParty_RULE_PARTY_UNSPECIFIED
+}
+
+func (x *RuleSetVersionStored) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *RuleSetVersionStored) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RuleSetVersionStored) GetText() []byte {
+	if x != nil {
+		return x.Text
+	}
+	return nil
+}
+
+func (x *RuleSetVersionStored) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *RuleSetVersionStored) GetBy() RuleSetWriter {
+	if x != nil {
+		return x.By
+	}
+	return RuleSetWriter_RULE_SET_WRITER_UNSPECIFIED
+}
+
+func (x *RuleSetVersionStored) GetTighteningOnly() bool {
+	if x != nil {
+		return x.TighteningOnly
+	}
+	return false
+}
+
 var File_alp_v1_policy_proto protoreflect.FileDescriptor
 
 const file_alp_v1_policy_proto_rawDesc = "" +
@@ -788,7 +1015,28 @@ const file_alp_v1_policy_proto_rawDesc = "" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06schema\x18\x03 \x01(\fR\x06schema\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\tR\x06digestB\x86\x01\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digest\"\x83\x02\n" +
+	"\x14RuleSetVersionStored\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12'\n" +
+	"\x05party\x18\x02 \x01(\x0e2\x11.alp.v1.RulePartyR\x05party\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04text\x18\x05 \x01(\fR\x04text\x12\x16\n" +
+	"\x06digest\x18\x06 \x01(\tR\x06digest\x12%\n" +
+	"\x02by\x18\a \x01(\x0e2\x15.alp.v1.RuleSetWriterR\x02by\x12'\n" +
+	"\x0ftightening_only\x18\b \x01(\bR\x0etighteningOnly*\x91\x01\n" +
+	"\tRuleParty\x12\x1a\n" +
+	"\x16RULE_PARTY_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11RULE_PARTY_SENDER\x10\x01\x12\x19\n" +
+	"\x15RULE_PARTY_SENDER_ORG\x10\x02\x12\x1c\n" +
+	"\x18RULE_PARTY_RECIPIENT_ORG\x10\x03\x12\x18\n" +
+	"\x14RULE_PARTY_RECIPIENT\x10\x04*\xa0\x01\n" +
+	"\rRuleSetWriter\x12\x1f\n" +
+	"\x1bRULE_SET_WRITER_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15RULE_SET_WRITER_ADMIN\x10\x01\x12\x1c\n" +
+	"\x18RULE_SET_WRITER_OPERATOR\x10\x02\x12\x1a\n" +
+	"\x16RULE_SET_WRITER_PERSON\x10\x03\x12\x19\n" +
+	"\x15RULE_SET_WRITER_AGENT\x10\x04B\x86\x01\n" +
 	"\n" +
 	"com.alp.v1B\vPolicyProtoP\x01Z-github.com/alpd-project/alpd/gen/alp/v1;alpv1\xa2\x02\x03AXX\xaa\x02\x06Alp.V1\xca\x02\x06Alp\\V1\xe2\x02\x12Alp\\V1\\GPBMetadata\xea\x02\aAlp::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
@@ -804,29 +1052,35 @@ func file_alp_v1_policy_proto_rawDescGZIP() []byte {
 	return file_alp_v1_policy_proto_rawDescData
 }
 
-var file_alp_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_alp_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_alp_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_alp_v1_policy_proto_goTypes = []any{
-	(*ConnectionRequested)(nil),   // 0: alp.v1.ConnectionRequested
-	(*ConnectionAccepted)(nil),    // 1: alp.v1.ConnectionAccepted
-	(*ConnectionDeclined)(nil),    // 2: alp.v1.ConnectionDeclined
-	(*Blocked)(nil),               // 3: alp.v1.Blocked
-	(*PersonBlocked)(nil),         // 4: alp.v1.PersonBlocked
-	(*PersonUnblocked)(nil),       // 5: alp.v1.PersonUnblocked
-	(*SameOrg)(nil),               // 6: alp.v1.SameOrg
-	(*RoleMayReceiveFrom)(nil),    // 7: alp.v1.RoleMayReceiveFrom
-	(*OrgRelationshipSet)(nil),    // 8: alp.v1.OrgRelationshipSet
-	(*MessageTypeRegistered)(nil), // 9: alp.v1.MessageTypeRegistered
+	(RuleParty)(0),                // 0: alp.v1.RuleParty
+	(RuleSetWriter)(0),            // 1: alp.v1.RuleSetWriter
+	(*ConnectionRequested)(nil),   // 2: alp.v1.ConnectionRequested
+	(*ConnectionAccepted)(nil),    // 3: alp.v1.ConnectionAccepted
+	(*ConnectionDeclined)(nil),    // 4: alp.v1.ConnectionDeclined
+	(*Blocked)(nil),               // 5: alp.v1.Blocked
+	(*PersonBlocked)(nil),         // 6: alp.v1.PersonBlocked
+	(*PersonUnblocked)(nil),       // 7: alp.v1.PersonUnblocked
+	(*SameOrg)(nil),               // 8: alp.v1.SameOrg
+	(*RoleMayReceiveFrom)(nil),    // 9: alp.v1.RoleMayReceiveFrom
+	(*OrgRelationshipSet)(nil),    // 10: alp.v1.OrgRelationshipSet
+	(*MessageTypeRegistered)(nil), // 11: alp.v1.MessageTypeRegistered
+	(*RuleSetVersionStored)(nil),  // 12: alp.v1.RuleSetVersionStored
 }
 var file_alp_v1_policy_proto_depIdxs = []int32{
-	3, // 0: alp.v1.PersonBlocked.blocked:type_name -> alp.v1.Blocked
-	3, // 1: alp.v1.PersonUnblocked.blocked:type_name -> alp.v1.Blocked
-	6, // 2: alp.v1.OrgRelationshipSet.same_org:type_name -> alp.v1.SameOrg
-	7, // 3: alp.v1.OrgRelationshipSet.role_may_receive_from:type_name -> alp.v1.RoleMayReceiveFrom
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	5, // 0: alp.v1.PersonBlocked.blocked:type_name -> alp.v1.Blocked
+	5, // 1: alp.v1.PersonUnblocked.blocked:type_name -> alp.v1.Blocked
+	8, // 2: alp.v1.OrgRelationshipSet.same_org:type_name -> alp.v1.SameOrg
+	9, // 3: alp.v1.OrgRelationshipSet.role_may_receive_from:type_name -> alp.v1.RoleMayReceiveFrom
+	0, // 4: alp.v1.RuleSetVersionStored.party:type_name -> alp.v1.RuleParty
+	1, // 5: alp.v1.RuleSetVersionStored.by:type_name -> alp.v1.RuleSetWriter
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_alp_v1_policy_proto_init() }
@@ -848,13 +1102,14 @@ func file_alp_v1_policy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_v1_policy_proto_rawDesc), len(file_alp_v1_policy_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   10,
+			NumEnums:      2,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_alp_v1_policy_proto_goTypes,
 		DependencyIndexes: file_alp_v1_policy_proto_depIdxs,
+		EnumInfos:         file_alp_v1_policy_proto_enumTypes,
 		MessageInfos:      file_alp_v1_policy_proto_msgTypes,
 	}.Build()
 	File_alp_v1_policy_proto = out.File

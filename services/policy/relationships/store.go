@@ -69,7 +69,9 @@ func Open(ctx context.Context, b *bus.Bus, tenants []string, log *slog.Logger) (
 			return nil, invalid("tenants", "%q listed twice", t)
 		}
 		s.tenants[t] = &tenantState{conns: map[string]*Connection{}, blocks: map[string]map[Target]bool{}, org: map[string]OrgRule{}}
-		filters = append(filters, streams.TenantFilter(streams.Policy, t))
+		for _, agg := range []string{streams.PolicyConnection, streams.PolicyBlocks, streams.PolicyOrgRule} {
+			filters = append(filters, streams.PolicyAggregateFilter(t, agg))
+		}
 	}
 	f, err := projection.Open(ctx, b, projection.Config{
 		Stream: streams.Policy, Filters: filters, Apply: s.apply, Name: "relstore", Log: s.log,
