@@ -32,6 +32,14 @@ func (s *Store) MarkClientUsed(ctx context.Context, tenant, clientID string) (Cl
 		return Client{}, err
 	}
 	cs := subject(tenant, streams.IdentityClient, clientToken(clientID))
+	if _, ok, _ := s.clientAt(ts, clientID, cs); !ok {
+		// A person may authorize through a client registered on another
+		// replica a moment ago: catch up on its subject once before
+		// answering that it does not exist.
+		if err := s.f.WaitSubject(ctx, cs); err != nil {
+			return Client{}, fmt.Errorf("identitystore: mark client used: %w", err)
+		}
+	}
 	var out Client
 	err = s.decide(ctx, "mark client used", func() (string, error) {
 		cur, ok, version := s.clientAt(ts, clientID, cs)
