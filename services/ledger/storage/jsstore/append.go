@@ -185,6 +185,7 @@ func (s *Store) appendBatch(ctx context.Context, ls *logState, items []*pending)
 			s.m.duplicates.Inc()
 			idx, _ := s.indexOfSeq(ctx, ls, first)
 			round[0].resolve(Result{Index: idx, Sequence: first, Duplicate: true}, nil)
+			s.touch(ls, 0) // the attempt that stored it may have died before signing
 			items = items[1:]
 			continue
 		}
@@ -333,6 +334,9 @@ func (s *Store) catchUp(ctx context.Context, ls *logState, items []*pending) ([]
 			delete(want, m.msgID)
 		}
 	})
+	if len(want) < len(items) {
+		s.touch(ls, 0) // leaves an earlier attempt stored may not be signed yet
+	}
 	if err != nil {
 		return items, err
 	}
@@ -369,14 +373,20 @@ func (s *Store) resolveRedelivered(ctx context.Context, ls *logState, items []*p
 		return nil
 	}
 	// Stream times and event times come from different clocks.
+	found := false
 	err := s.scanSince(ctx, ls.subject, since.Add(-time.Minute), func(m *leafMsg) bool {
 		if p := want[m.msgID]; p != nil {
 			s.m.duplicates.Inc()
 			p.resolve(Result{Index: m.index, Sequence: m.seq, Duplicate: true}, nil)
 			delete(want, m.msgID)
+			found = true
 		}
 		return len(want) > 0
 	})
+	if found {
+		// The writer that stored them may have died before signing them.
+		s.touch(ls, 0)
+	}
 	if err != nil {
 		failAll(items, fmt.Errorf("ledger: looking for earlier leaves of redelivered events in %s: %w", ls.subject, err))
 		return nil
