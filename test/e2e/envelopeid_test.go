@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alpd-project/alpd/internal/testkit"
 )
 
 // signInAgent signs username in at addr's test IdP the way a browser does
@@ -57,6 +59,22 @@ func signInAgent(t *testing.T, addr, username string, scopes ...string) (pat, pe
 	if resp.StatusCode != http.StatusCreated || err != nil || !strings.HasPrefix(minted.Token, "alppat_") {
 		t.Fatalf("PAT for %s: %d %v", username, resp.StatusCode, err)
 	}
+	// Ingress learns of the PAT from identity's stream a moment later:
+	// wait until it knows the token (an unknown envelope is then 404, not
+	// 401), as an agent would retry its first request.
+	testkit.Eventually(t, 10*time.Second, func() error {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/nlip/envelopes/00000000-0000-4000-8000-000000000000", nil)
+		req.Header.Set("Authorization", "Bearer "+minted.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized {
+			return fmt.Errorf("ingress does not know %s's PAT yet", username)
+		}
+		return nil
+	})
 	return minted.Token, sess.PersonID
 }
 
