@@ -217,6 +217,20 @@ func TestScopes(t *testing.T) {
 	}
 }
 
+func TestValidateTenants(t *testing.T) {
+	for _, tc := range []struct {
+		in []string
+		ok bool
+	}{
+		{nil, true}, {[]string{"a.example", "b.example"}, true},
+		{[]string{"a.example", "a.example"}, false}, {[]string{"a.example", "A.example"}, false}, {[]string{"a..b"}, false},
+	} {
+		if err := ValidateTenants(tc.in); (err == nil) != tc.ok {
+			t.Errorf("ValidateTenants(%q) = %v, want ok %v", tc.in, err, tc.ok)
+		}
+	}
+}
+
 func TestIsScopeToken(t *testing.T) {
 	for s, want := range map[string]bool{
 		"alp.send": true, "groups": true, "a!#[]~": true, "https://x.example/s": true,

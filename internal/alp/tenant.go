@@ -85,6 +85,20 @@ type Tenants []string
 // what they were given first).
 func (ts Tenants) Hosts(t string) bool { return slices.Contains(ts, t) }
 
+// ValidateTenants checks a list of hosted tenants: each valid and canonical
+// (ValidateTenant), none listed twice.
+func ValidateTenants(ts []string) error {
+	for i, t := range ts {
+		if err := ValidateTenant(t); err != nil {
+			return err
+		}
+		if slices.Contains(ts[:i], t) {
+			return fmt.Errorf("%q listed twice", t)
+		}
+	}
+	return nil
+}
+
 // lowerASCII folds A-Z to a-z and leaves every other byte alone.
 func lowerASCII(s string) string {
 	if !strings.ContainsFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' }) {

@@ -59,14 +59,11 @@ func Open(ctx context.Context, b *bus.Bus, ks keystore.KeyStore, tenants []strin
 		log:     log.With("component", "identitystore"),
 		tenants: map[string]*tenantState{},
 	}
+	if err := alp.ValidateTenants(tenants); err != nil {
+		return nil, fmt.Errorf("%w: tenants: %v", ErrInvalid, err)
+	}
 	var filters []string
 	for _, t := range tenants {
-		if err := alp.ValidateTenant(t); err != nil {
-			return nil, fmt.Errorf("%w: tenants: %v", ErrInvalid, err)
-		}
-		if s.tenants[t] != nil {
-			return nil, fmt.Errorf("%w: tenants: %q listed twice", ErrInvalid, t)
-		}
 		s.tenants[t] = newTenantState(t)
 		filters = append(filters, streams.TenantFilter(streams.Identity, t))
 	}

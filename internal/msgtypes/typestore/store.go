@@ -67,14 +67,11 @@ func Open(ctx context.Context, b *bus.Bus, tenants []string, log *slog.Logger) (
 		return nil, fmt.Errorf("typestore: %w", err)
 	}
 	s := &Store{b: b, log: log.With("component", "typestore"), reg: reg, tenants: map[string]bool{}}
+	if err := alp.ValidateTenants(tenants); err != nil {
+		return nil, invalid("tenants", "%v", err)
+	}
 	var filters []string
 	for _, t := range tenants {
-		if err := alp.ValidateTenant(t); err != nil {
-			return nil, invalid("tenants", "%v", err)
-		}
-		if s.tenants[t] {
-			return nil, invalid("tenants", "%q listed twice", t)
-		}
 		s.tenants[t] = true
 		filters = append(filters, streams.PolicyTypeFilter(t))
 	}

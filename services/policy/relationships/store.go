@@ -60,14 +60,11 @@ func Open(ctx context.Context, b *bus.Bus, tenants []string, log *slog.Logger) (
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{b: b, log: log.With("component", "relationships"), tenants: map[string]*tenantState{}}
+	if err := alp.ValidateTenants(tenants); err != nil {
+		return nil, invalid("tenants", "%v", err)
+	}
 	var filters []string
 	for _, t := range tenants {
-		if err := alp.ValidateTenant(t); err != nil {
-			return nil, invalid("tenants", "%v", err)
-		}
-		if s.tenants[t] != nil {
-			return nil, invalid("tenants", "%q listed twice", t)
-		}
 		s.tenants[t] = &tenantState{conns: map[string]*Connection{}, blocks: map[string]map[Target]bool{}, org: map[string]OrgRule{}}
 		for _, agg := range []string{streams.PolicyConnection, streams.PolicyBlocks, streams.PolicyOrgRule} {
 			filters = append(filters, streams.PolicyAggregateFilter(t, agg))

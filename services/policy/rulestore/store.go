@@ -225,14 +225,11 @@ func Open(ctx context.Context, b *bus.Bus, tenants []string, engine *rules.Engin
 	}
 	s := &Store{b: b, engine: engine, cache: rules.NewCache(engine, cacheSize),
 		log: log.With("component", "rulestore"), tenants: map[string]map[key]*Version{}}
+	if err := alp.ValidateTenants(tenants); err != nil {
+		return nil, invalid("tenants", "%v", err)
+	}
 	var filters []string
 	for _, t := range tenants {
-		if err := alp.ValidateTenant(t); err != nil {
-			return nil, invalid("tenants", "%v", err)
-		}
-		if s.tenants[t] != nil {
-			return nil, invalid("tenants", "%q listed twice", t)
-		}
 		s.tenants[t] = map[key]*Version{}
 		filters = append(filters, streams.PolicyRulesFilter(t))
 	}
