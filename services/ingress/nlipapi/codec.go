@@ -40,20 +40,15 @@ func requestMedia(r *http.Request) (string, *httpjson.Error) {
 	return "", newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "%s is not an NLIP media type; send %s or %s", mt, mediaJSON, mediaCBOR)
 }
 
-// readMessage reads and decodes the request body, never reading more than
-// the size limit: a body announced as too large is refused unread, one
-// that turns out too large is cut off at the limit.
-func (a *API) readMessage(w http.ResponseWriter, r *http.Request, media string) (*nlip.Message, *httpjson.Error) {
-	max := int64(a.cfg.Message.MaxMessageBytes)
-	tooLarge := newError(http.StatusRequestEntityTooLarge, "too_large", "the NLIP message is larger than %d bytes", max)
-	if r.ContentLength > max {
-		return nil, tooLarge
-	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+// readMessage reads and decodes the request body. The route's body limit
+// (httproute, the configured message size) already refused a body
+// announced as too large unread and cuts one that turns out too large.
+func (a *API) readMessage(r *http.Request, media string) (*nlip.Message, *httpjson.Error) {
+	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, tooLarge
+			return nil, newError(http.StatusRequestEntityTooLarge, "too_large", "the NLIP message is larger than %d bytes", mbe.Limit)
 		}
 		return nil, newError(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
 	}

@@ -26,16 +26,12 @@ func (a *API) serveMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, aerr)
 		return
 	}
-	if r.ContentLength > int64(a.cfg.Message.MaxMessageBytes) {
-		writeError(w, r, newError(http.StatusRequestEntityTooLarge, "too_large", "the NLIP message is larger than %d bytes", a.cfg.Message.MaxMessageBytes))
-		return
-	}
 	snd, aerr := a.authenticate(r)
 	if aerr != nil {
 		writeError(w, r, aerr)
 		return
 	}
-	m, aerr := a.readMessage(w, r, media)
+	m, aerr := a.readMessage(r, media)
 	if aerr != nil {
 		writeError(w, r, aerr)
 		return
