@@ -34,8 +34,11 @@ type Limits struct {
 
 // Names of the streams (without the broker namespace prefix).
 const (
-	Send      = "send"
-	Decided   = "decided"
+	Send    = "send"
+	Decided = "decided"
+	// Deliver holds policy's recipient-side decisions (Deliverable), one
+	// subject per recipient and envelope.
+	Deliver   = "deliver"
 	Inbound   = "inbound"
 	Outbox    = "outbox"
 	Identity  = "identity"
@@ -134,6 +137,9 @@ func Table() []Stream {
 		{Name: Decided, Owner: alpv1.Role_ROLE_POLICY, Kind: "decided", EventKinds: []string{"decided"},
 			Retention: jetstream.LimitsPolicy, MaxAge: events,
 			Description: "Decided: policy's per-field verdicts."},
+		{Name: Deliver, Owner: alpv1.Role_ROLE_POLICY, Kind: "deliver", EventKinds: []string{"deliverable"},
+			Retention: jetstream.LimitsPolicy, MaxAge: events,
+			Description: "Deliverable: policy's recipient-side verdicts for recipients on this broker, each trust class's view and the held items, sealed with the recipient's data key."},
 		{Name: Inbound, Owner: alpv1.Role_ROLE_FEDERATION, Kind: "inbound",
 			Retention: jetstream.LimitsPolicy, MaxAge: events,
 			Description: "InboundVerified: envelopes from remote brokers that passed verification."},

@@ -36,6 +36,12 @@ func DecidedSubject(tenant, senderPersonID, envelopeID string) (string, error) {
 	return bus.Subject(Decided, tenant, senderPersonID, envelopeID)
 }
 
+// DeliverSubject is the subject of policy's recipient-side decision on one
+// envelope for one recipient hosted here: alp.deliver.<tenant>.<person>.<envelope>.
+func DeliverSubject(tenant, recipientPersonID, envelopeID string) (string, error) {
+	return bus.Subject(Deliver, tenant, recipientPersonID, envelopeID)
+}
+
 // LedgerSubject is the subject of one person's log:
 // alp.ledger.<tenant>.<person>.
 func LedgerSubject(tenant, personID string) (string, error) {

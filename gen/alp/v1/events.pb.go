@@ -198,6 +198,120 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_alp_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
+// FieldAction is what happens to one field.
+type FieldAction int32
+
+const (
+	FieldAction_FIELD_ACTION_UNSPECIFIED FieldAction = 0
+	// Crosses.
+	FieldAction_FIELD_ACTION_ALLOW FieldAction = 1
+	// Withheld: a party's rule or a hard rule refused it.
+	FieldAction_FIELD_ACTION_DENY FieldAction = 2
+	// Allowed by every rule but held for the person's approval (a
+	// commitment, a confidential field for consumer-class agents).
+	FieldAction_FIELD_ACTION_HOLD FieldAction = 3
+)
+
+// Enum value maps for FieldAction.
+var (
+	FieldAction_name = map[int32]string{
+		0: "FIELD_ACTION_UNSPECIFIED",
+		1: "FIELD_ACTION_ALLOW",
+		2: "FIELD_ACTION_DENY",
+		3: "FIELD_ACTION_HOLD",
+	}
+	FieldAction_value = map[string]int32{
+		"FIELD_ACTION_UNSPECIFIED": 0,
+		"FIELD_ACTION_ALLOW":       1,
+		"FIELD_ACTION_DENY":        2,
+		"FIELD_ACTION_HOLD":        3,
+	}
+)
+
+func (x FieldAction) Enum() *FieldAction {
+	p := new(FieldAction)
+	*p = x
+	return p
+}
+
+func (x FieldAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FieldAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_alp_v1_events_proto_enumTypes[3].Descriptor()
+}
+
+func (FieldAction) Type() protoreflect.EnumType {
+	return &file_alp_v1_events_proto_enumTypes[3]
+}
+
+func (x FieldAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FieldAction.Descriptor instead.
+func (FieldAction) EnumDescriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
+// HeldKind is what the person is asked to decide.
+type HeldKind int32
+
+const (
+	HeldKind_HELD_KIND_UNSPECIFIED HeldKind = 0
+	// A stranger's connection.request/v1: accept, decline or block.
+	HeldKind_HELD_KIND_CONNECTION_REQUEST HeldKind = 1
+	// A message that commits the person (x-alp-commits) with no standing
+	// approval covering it.
+	HeldKind_HELD_KIND_COMMITMENT HeldKind = 2
+	// Confidential fields withheld from the person's consumer-class agents.
+	HeldKind_HELD_KIND_CONFIDENTIAL_FIELDS HeldKind = 3
+)
+
+// Enum value maps for HeldKind.
+var (
+	HeldKind_name = map[int32]string{
+		0: "HELD_KIND_UNSPECIFIED",
+		1: "HELD_KIND_CONNECTION_REQUEST",
+		2: "HELD_KIND_COMMITMENT",
+		3: "HELD_KIND_CONFIDENTIAL_FIELDS",
+	}
+	HeldKind_value = map[string]int32{
+		"HELD_KIND_UNSPECIFIED":         0,
+		"HELD_KIND_CONNECTION_REQUEST":  1,
+		"HELD_KIND_COMMITMENT":          2,
+		"HELD_KIND_CONFIDENTIAL_FIELDS": 3,
+	}
+)
+
+func (x HeldKind) Enum() *HeldKind {
+	p := new(HeldKind)
+	*p = x
+	return p
+}
+
+func (x HeldKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HeldKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_alp_v1_events_proto_enumTypes[4].Descriptor()
+}
+
+func (HeldKind) Type() protoreflect.EnumType {
+	return &file_alp_v1_events_proto_enumTypes[4]
+}
+
+func (x HeldKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HeldKind.Descriptor instead.
+func (HeldKind) EnumDescriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{4}
+}
+
 type KeyPurpose int32
 
 const (
@@ -240,11 +354,11 @@ func (x KeyPurpose) String() string {
 }
 
 func (KeyPurpose) Descriptor() protoreflect.EnumDescriptor {
-	return file_alp_v1_events_proto_enumTypes[3].Descriptor()
+	return file_alp_v1_events_proto_enumTypes[5].Descriptor()
 }
 
 func (KeyPurpose) Type() protoreflect.EnumType {
-	return &file_alp_v1_events_proto_enumTypes[3]
+	return &file_alp_v1_events_proto_enumTypes[5]
 }
 
 func (x KeyPurpose) Number() protoreflect.EnumNumber {
@@ -253,7 +367,7 @@ func (x KeyPurpose) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KeyPurpose.Descriptor instead.
 func (KeyPurpose) EnumDescriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 type KeyState int32
@@ -292,11 +406,11 @@ func (x KeyState) String() string {
 }
 
 func (KeyState) Descriptor() protoreflect.EnumDescriptor {
-	return file_alp_v1_events_proto_enumTypes[4].Descriptor()
+	return file_alp_v1_events_proto_enumTypes[6].Descriptor()
 }
 
 func (KeyState) Type() protoreflect.EnumType {
-	return &file_alp_v1_events_proto_enumTypes[4]
+	return &file_alp_v1_events_proto_enumTypes[6]
 }
 
 func (x KeyState) Number() protoreflect.EnumNumber {
@@ -305,7 +419,7 @@ func (x KeyState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KeyState.Descriptor instead.
 func (KeyState) EnumDescriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 type Actor struct {
@@ -512,6 +626,7 @@ type Event struct {
 	//	*Event_OrgRelationshipSet
 	//	*Event_MessageTypeRegistered
 	//	*Event_RuleSetVersionStored
+	//	*Event_Deliverable
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -822,6 +937,15 @@ func (x *Event) GetRuleSetVersionStored() *RuleSetVersionStored {
 	return nil
 }
 
+func (x *Event) GetDeliverable() *Deliverable {
+	if x != nil {
+		if x, ok := x.Body.(*Event_Deliverable); ok {
+			return x.Deliverable
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -949,6 +1073,11 @@ type Event_RuleSetVersionStored struct {
 	RuleSetVersionStored *RuleSetVersionStored `protobuf:"bytes,75,opt,name=rule_set_version_stored,json=ruleSetVersionStored,oneof"`
 }
 
+type Event_Deliverable struct {
+	// Policy's recipient-side decision (alp.deliver.<tenant>.<person>.<envelope>).
+	Deliverable *Deliverable `protobuf:"bytes,71,opt,name=deliverable,oneof"`
+}
+
 func (*Event_SendRequested) isEvent_Body() {}
 
 func (*Event_Decided) isEvent_Body() {}
@@ -1006,6 +1135,8 @@ func (*Event_OrgRelationshipSet) isEvent_Body() {}
 func (*Event_MessageTypeRegistered) isEvent_Body() {}
 
 func (*Event_RuleSetVersionStored) isEvent_Body() {}
+
+func (*Event_Deliverable) isEvent_Body() {}
 
 // SendRequested: an agent asked its broker to send a typed message.
 type SendRequested struct {
@@ -1102,8 +1233,12 @@ type Reason struct {
 	Party string `protobuf:"bytes,1,opt,name=party" json:"party,omitempty"`
 	Rule  string `protobuf:"bytes,2,opt,name=rule" json:"rule,omitempty"`
 	// JSON pointer of the field the reason is about; empty for the whole message.
-	Field         string `protobuf:"bytes,3,opt,name=field" json:"field,omitempty"`
-	Message       string `protobuf:"bytes,4,opt,name=message" json:"message,omitempty"`
+	Field   string `protobuf:"bytes,3,opt,name=field" json:"field,omitempty"`
+	Message string `protobuf:"bytes,4,opt,name=message" json:"message,omitempty"`
+	// The public reason code (the policy's @reason, or a hard rule's code
+	// such as "stranger"): what another party may see when rule is
+	// withheld.
+	Code          string `protobuf:"bytes,5,opt,name=code" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1166,15 +1301,40 @@ func (x *Reason) GetMessage() string {
 	return ""
 }
 
+func (x *Reason) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
 // Decided: policy's verdict on a message.
 type Decided struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Envelope       *Envelope              `protobuf:"bytes,1,opt,name=envelope" json:"envelope,omitempty"`
-	Outcome        Outcome                `protobuf:"varint,2,opt,name=outcome,enum=alp.v1.Outcome" json:"outcome,omitempty"`
-	Reasons        []*Reason              `protobuf:"bytes,3,rep,name=reasons" json:"reasons,omitempty"`
-	SenderPersonId string                 `protobuf:"bytes,4,opt,name=sender_person_id,json=senderPersonId" json:"sender_person_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The envelope as it may leave the sender side: its body holds only the
+	// fields every sender-side party allowed (sealed with the sender's data
+	// key); what the sender side withheld is not in it.
+	Envelope *Envelope `protobuf:"bytes,1,opt,name=envelope" json:"envelope,omitempty"`
+	// For a recipient on this broker, the outcome of both stages; for a
+	// remote recipient, the sender side's (deliver, deliver partial or
+	// refuse), which federation carries on.
+	Outcome Outcome `protobuf:"varint,2,opt,name=outcome,enum=alp.v1.Outcome" json:"outcome,omitempty"`
+	// Reasons about the whole message (a hard rule such as stranger or
+	// blocked, a body that fails its schema, policy unavailable).
+	Reasons        []*Reason `protobuf:"bytes,3,rep,name=reasons" json:"reasons,omitempty"`
+	SenderPersonId string    `protobuf:"bytes,4,opt,name=sender_person_id,json=senderPersonId" json:"sender_person_id,omitempty"`
+	// Every field of the body with its verdict, as the sender may see it:
+	// another party's policy ids are withheld, only party and code remain.
+	Fields []*FieldVerdict `protobuf:"bytes,5,rep,name=fields" json:"fields,omitempty"`
+	// The recipient's person id when the recipient is hosted on this broker
+	// (same tenant or another tenant here); the recipient side then ran at
+	// once and its Deliverable is on alp.deliver.<recipient tenant>.<person>.…
+	RecipientPersonId string `protobuf:"bytes,6,opt,name=recipient_person_id,json=recipientPersonId" json:"recipient_person_id,omitempty"`
+	RecipientTenant   string `protobuf:"bytes,7,opt,name=recipient_tenant,json=recipientTenant" json:"recipient_tenant,omitempty"`
+	// The rule set versions the decision used, "party:owner:version".
+	RuleVersions  []string `protobuf:"bytes,8,rep,name=rule_versions,json=ruleVersions" json:"rule_versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Decided) Reset() {
@@ -1235,6 +1395,395 @@ func (x *Decided) GetSenderPersonId() string {
 	return ""
 }
 
+func (x *Decided) GetFields() []*FieldVerdict {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *Decided) GetRecipientPersonId() string {
+	if x != nil {
+		return x.RecipientPersonId
+	}
+	return ""
+}
+
+func (x *Decided) GetRecipientTenant() string {
+	if x != nil {
+		return x.RecipientTenant
+	}
+	return ""
+}
+
+func (x *Decided) GetRuleVersions() []string {
+	if x != nil {
+		return x.RuleVersions
+	}
+	return nil
+}
+
+// FieldVerdict is the decision on one field of a message body. It carries
+// the field's pointer and class, never its value.
+type FieldVerdict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// RFC 6901 pointer into the body.
+	Pointer string `protobuf:"bytes,1,opt,name=pointer" json:"pointer,omitempty"`
+	// x-alp-class: "public", "internal" or "confidential".
+	Class    string      `protobuf:"bytes,2,opt,name=class" json:"class,omitempty"`
+	Freetext bool        `protobuf:"varint,3,opt,name=freetext" json:"freetext,omitempty"`
+	Action   FieldAction `protobuf:"varint,4,opt,name=action,enum=alp.v1.FieldAction" json:"action,omitempty"`
+	// Why it was denied or held: every party that refused it (party, policy
+	// id as rule, public reason as code) and the hard rules.
+	Reasons []*Reason `protobuf:"bytes,5,rep,name=reasons" json:"reasons,omitempty"`
+	// DLP detectors that matched a free-text field (names only, never the
+	// matched text).
+	Dlp           []string `protobuf:"bytes,6,rep,name=dlp" json:"dlp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldVerdict) Reset() {
+	*x = FieldVerdict{}
+	mi := &file_alp_v1_events_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldVerdict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldVerdict) ProtoMessage() {}
+
+func (x *FieldVerdict) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldVerdict.ProtoReflect.Descriptor instead.
+func (*FieldVerdict) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *FieldVerdict) GetPointer() string {
+	if x != nil {
+		return x.Pointer
+	}
+	return ""
+}
+
+func (x *FieldVerdict) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *FieldVerdict) GetFreetext() bool {
+	if x != nil {
+		return x.Freetext
+	}
+	return false
+}
+
+func (x *FieldVerdict) GetAction() FieldAction {
+	if x != nil {
+		return x.Action
+	}
+	return FieldAction_FIELD_ACTION_UNSPECIFIED
+}
+
+func (x *FieldVerdict) GetReasons() []*Reason {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *FieldVerdict) GetDlp() []string {
+	if x != nil {
+		return x.Dlp
+	}
+	return nil
+}
+
+// HeldItem is something only the recipient person may release. Its body
+// (the fields it holds) is sealed with the recipient's data key.
+type HeldItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Stable per envelope and kind, so a redelivered decision holds once.
+	Id       string   `protobuf:"bytes,1,opt,name=id" json:"id,omitempty"`
+	Kind     HeldKind `protobuf:"varint,2,opt,name=kind,enum=alp.v1.HeldKind" json:"kind,omitempty"`
+	Pointers []string `protobuf:"bytes,3,rep,name=pointers" json:"pointers,omitempty"`
+	// For a commitment: what it commits ("meeting", "payment", …).
+	Commits       string      `protobuf:"bytes,4,opt,name=commits" json:"commits,omitempty"`
+	Body          *SealedBody `protobuf:"bytes,5,opt,name=body" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldItem) Reset() {
+	*x = HeldItem{}
+	mi := &file_alp_v1_events_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldItem) ProtoMessage() {}
+
+func (x *HeldItem) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldItem.ProtoReflect.Descriptor instead.
+func (*HeldItem) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *HeldItem) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *HeldItem) GetKind() HeldKind {
+	if x != nil {
+		return x.Kind
+	}
+	return HeldKind_HELD_KIND_UNSPECIFIED
+}
+
+func (x *HeldItem) GetPointers() []string {
+	if x != nil {
+		return x.Pointers
+	}
+	return nil
+}
+
+func (x *HeldItem) GetCommits() string {
+	if x != nil {
+		return x.Commits
+	}
+	return ""
+}
+
+func (x *HeldItem) GetBody() *SealedBody {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+// TrustView is what one trust class of the recipient's agents may see.
+type TrustView struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "consumer" or "company".
+	TrustClass string `protobuf:"bytes,1,opt,name=trust_class,json=trustClass" json:"trust_class,omitempty"`
+	// The fields of the view, sealed with the recipient's data key; empty
+	// when the class gets nothing now (everything held or denied).
+	Body          *SealedBody `protobuf:"bytes,2,opt,name=body" json:"body,omitempty"`
+	Pointers      []string    `protobuf:"bytes,3,rep,name=pointers" json:"pointers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrustView) Reset() {
+	*x = TrustView{}
+	mi := &file_alp_v1_events_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrustView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrustView) ProtoMessage() {}
+
+func (x *TrustView) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrustView.ProtoReflect.Descriptor instead.
+func (*TrustView) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TrustView) GetTrustClass() string {
+	if x != nil {
+		return x.TrustClass
+	}
+	return ""
+}
+
+func (x *TrustView) GetBody() *SealedBody {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *TrustView) GetPointers() []string {
+	if x != nil {
+		return x.Pointers
+	}
+	return nil
+}
+
+// Deliverable: the recipient side's decision about an envelope for one
+// recipient hosted on this broker, on alp.deliver.<tenant>.<person>.<envelope>.
+// Delivery gives each of the recipient's agents the view of its trust
+// class; the person decides the held items.
+type Deliverable struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The envelope's header (id, from, to, type, times); its body fields
+	// are empty: the bodies are in views and held.
+	Envelope          *Envelope `protobuf:"bytes,1,opt,name=envelope" json:"envelope,omitempty"`
+	RecipientPersonId string    `protobuf:"bytes,2,opt,name=recipient_person_id,json=recipientPersonId" json:"recipient_person_id,omitempty"`
+	Outcome           Outcome   `protobuf:"varint,3,opt,name=outcome,enum=alp.v1.Outcome" json:"outcome,omitempty"`
+	Reasons           []*Reason `protobuf:"bytes,4,rep,name=reasons" json:"reasons,omitempty"`
+	// Every field with its recipient-side verdict, policy ids included: the
+	// recipient owns these rules (only the sender side's ids are withheld).
+	Fields []*FieldVerdict `protobuf:"bytes,5,rep,name=fields" json:"fields,omitempty"`
+	Views  []*TrustView    `protobuf:"bytes,6,rep,name=views" json:"views,omitempty"`
+	Held   []*HeldItem     `protobuf:"bytes,7,rep,name=held" json:"held,omitempty"`
+	// Free text is present: agents must treat it as untrusted input.
+	UntrustedText  bool     `protobuf:"varint,8,opt,name=untrusted_text,json=untrustedText" json:"untrusted_text,omitempty"`
+	SenderPersonId string   `protobuf:"bytes,9,opt,name=sender_person_id,json=senderPersonId" json:"sender_person_id,omitempty"`
+	RuleVersions   []string `protobuf:"bytes,10,rep,name=rule_versions,json=ruleVersions" json:"rule_versions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Deliverable) Reset() {
+	*x = Deliverable{}
+	mi := &file_alp_v1_events_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Deliverable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Deliverable) ProtoMessage() {}
+
+func (x *Deliverable) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Deliverable.ProtoReflect.Descriptor instead.
+func (*Deliverable) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Deliverable) GetEnvelope() *Envelope {
+	if x != nil {
+		return x.Envelope
+	}
+	return nil
+}
+
+func (x *Deliverable) GetRecipientPersonId() string {
+	if x != nil {
+		return x.RecipientPersonId
+	}
+	return ""
+}
+
+func (x *Deliverable) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *Deliverable) GetReasons() []*Reason {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *Deliverable) GetFields() []*FieldVerdict {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *Deliverable) GetViews() []*TrustView {
+	if x != nil {
+		return x.Views
+	}
+	return nil
+}
+
+func (x *Deliverable) GetHeld() []*HeldItem {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *Deliverable) GetUntrustedText() bool {
+	if x != nil {
+		return x.UntrustedText
+	}
+	return false
+}
+
+func (x *Deliverable) GetSenderPersonId() string {
+	if x != nil {
+		return x.SenderPersonId
+	}
+	return ""
+}
+
+func (x *Deliverable) GetRuleVersions() []string {
+	if x != nil {
+		return x.RuleVersions
+	}
+	return nil
+}
+
 // KeyLifecycle: a broker key changed state. It carries the public key only
 // (empty for symmetric purposes); private key material never goes on the bus.
 type KeyLifecycle struct {
@@ -1254,7 +1803,7 @@ type KeyLifecycle struct {
 
 func (x *KeyLifecycle) Reset() {
 	*x = KeyLifecycle{}
-	mi := &file_alp_v1_events_proto_msgTypes[6]
+	mi := &file_alp_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1815,7 @@ func (x *KeyLifecycle) String() string {
 func (*KeyLifecycle) ProtoMessage() {}
 
 func (x *KeyLifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_v1_events_proto_msgTypes[6]
+	mi := &file_alp_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1828,7 @@ func (x *KeyLifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyLifecycle.ProtoReflect.Descriptor instead.
 func (*KeyLifecycle) Descriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *KeyLifecycle) GetTenant() string {
@@ -1350,7 +1899,7 @@ type DataKeyDestroyed struct {
 
 func (x *DataKeyDestroyed) Reset() {
 	*x = DataKeyDestroyed{}
-	mi := &file_alp_v1_events_proto_msgTypes[7]
+	mi := &file_alp_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1911,7 @@ func (x *DataKeyDestroyed) String() string {
 func (*DataKeyDestroyed) ProtoMessage() {}
 
 func (x *DataKeyDestroyed) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_v1_events_proto_msgTypes[7]
+	mi := &file_alp_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1924,7 @@ func (x *DataKeyDestroyed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataKeyDestroyed.ProtoReflect.Descriptor instead.
 func (*DataKeyDestroyed) Descriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DataKeyDestroyed) GetTenant() string {
@@ -1406,7 +1955,7 @@ type SealedSecretCreated struct {
 
 func (x *SealedSecretCreated) Reset() {
 	*x = SealedSecretCreated{}
-	mi := &file_alp_v1_events_proto_msgTypes[8]
+	mi := &file_alp_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1967,7 @@ func (x *SealedSecretCreated) String() string {
 func (*SealedSecretCreated) ProtoMessage() {}
 
 func (x *SealedSecretCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_v1_events_proto_msgTypes[8]
+	mi := &file_alp_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1980,7 @@ func (x *SealedSecretCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecretCreated.ProtoReflect.Descriptor instead.
 func (*SealedSecretCreated) Descriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SealedSecretCreated) GetTenant() string {
@@ -1476,7 +2025,7 @@ type IdpTokenStored struct {
 
 func (x *IdpTokenStored) Reset() {
 	*x = IdpTokenStored{}
-	mi := &file_alp_v1_events_proto_msgTypes[9]
+	mi := &file_alp_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +2037,7 @@ func (x *IdpTokenStored) String() string {
 func (*IdpTokenStored) ProtoMessage() {}
 
 func (x *IdpTokenStored) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_v1_events_proto_msgTypes[9]
+	mi := &file_alp_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +2050,7 @@ func (x *IdpTokenStored) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdpTokenStored.ProtoReflect.Descriptor instead.
 func (*IdpTokenStored) Descriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IdpTokenStored) GetTenant() string {
@@ -1546,7 +2095,7 @@ type LedgerEntryAppended struct {
 
 func (x *LedgerEntryAppended) Reset() {
 	*x = LedgerEntryAppended{}
-	mi := &file_alp_v1_events_proto_msgTypes[10]
+	mi := &file_alp_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +2107,7 @@ func (x *LedgerEntryAppended) String() string {
 func (*LedgerEntryAppended) ProtoMessage() {}
 
 func (x *LedgerEntryAppended) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_v1_events_proto_msgTypes[10]
+	mi := &file_alp_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +2120,7 @@ func (x *LedgerEntryAppended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntryAppended.ProtoReflect.Descriptor instead.
 func (*LedgerEntryAppended) Descriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LedgerEntryAppended) GetLeaf() []byte {
@@ -1619,7 +2168,7 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x05actor\x18\x06 \x01(\v2\r.alp.v1.ActorR\x05actor\x12\x16\n" +
 	"\x06tenant\x18\a \x01(\tR\x06tenant\x121\n" +
 	"\rproducer_role\x18\b \x01(\x0e2\f.alp.v1.RoleR\fproducerRole\x126\n" +
-	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xd1\x11\n" +
+	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\x8a\x12\n" +
 	"\x05Event\x12+\n" +
 	"\x06header\x18\x01 \x01(\v2\x13.alp.v1.EventHeaderR\x06header\x12>\n" +
 	"\x0esend_requested\x18\n" +
@@ -1651,24 +2200,60 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x10person_unblocked\x18@ \x01(\v2\x17.alp.v1.PersonUnblockedH\x00R\x0fpersonUnblocked\x12N\n" +
 	"\x14org_relationship_set\x18A \x01(\v2\x1a.alp.v1.OrgRelationshipSetH\x00R\x12orgRelationshipSet\x12W\n" +
 	"\x17message_type_registered\x18F \x01(\v2\x1d.alp.v1.MessageTypeRegisteredH\x00R\x15messageTypeRegistered\x12U\n" +
-	"\x17rule_set_version_stored\x18K \x01(\v2\x1c.alp.v1.RuleSetVersionStoredH\x00R\x14ruleSetVersionStoredB\x06\n" +
+	"\x17rule_set_version_stored\x18K \x01(\v2\x1c.alp.v1.RuleSetVersionStoredH\x00R\x14ruleSetVersionStored\x127\n" +
+	"\vdeliverable\x18G \x01(\v2\x13.alp.v1.DeliverableH\x00R\vdeliverableB\x06\n" +
 	"\x04body\"\xed\x01\n" +
 	"\rSendRequested\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12(\n" +
 	"\x10sender_person_id\x18\x03 \x01(\tR\x0esenderPersonId\x124\n" +
 	"\x16idempotency_key_digest\x18\x04 \x01(\fR\x14idempotencyKeyDigest\x12%\n" +
-	"\x0erequest_digest\x18\x05 \x01(\fR\rrequestDigest\"b\n" +
+	"\x0erequest_digest\x18\x05 \x01(\fR\rrequestDigest\"v\n" +
 	"\x06Reason\x12\x14\n" +
 	"\x05party\x18\x01 \x01(\tR\x05party\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x14\n" +
 	"\x05field\x18\x03 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xb6\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x12\n" +
+	"\x04code\x18\x05 \x01(\tR\x04code\"\xe4\x02\n" +
 	"\aDecided\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12)\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x0f.alp.v1.OutcomeR\aoutcome\x12(\n" +
 	"\areasons\x18\x03 \x03(\v2\x0e.alp.v1.ReasonR\areasons\x12(\n" +
-	"\x10sender_person_id\x18\x04 \x01(\tR\x0esenderPersonId\"\xc9\x02\n" +
+	"\x10sender_person_id\x18\x04 \x01(\tR\x0esenderPersonId\x12,\n" +
+	"\x06fields\x18\x05 \x03(\v2\x14.alp.v1.FieldVerdictR\x06fields\x12.\n" +
+	"\x13recipient_person_id\x18\x06 \x01(\tR\x11recipientPersonId\x12)\n" +
+	"\x10recipient_tenant\x18\a \x01(\tR\x0frecipientTenant\x12#\n" +
+	"\rrule_versions\x18\b \x03(\tR\fruleVersions\"\xc3\x01\n" +
+	"\fFieldVerdict\x12\x18\n" +
+	"\apointer\x18\x01 \x01(\tR\apointer\x12\x14\n" +
+	"\x05class\x18\x02 \x01(\tR\x05class\x12\x1a\n" +
+	"\bfreetext\x18\x03 \x01(\bR\bfreetext\x12+\n" +
+	"\x06action\x18\x04 \x01(\x0e2\x13.alp.v1.FieldActionR\x06action\x12(\n" +
+	"\areasons\x18\x05 \x03(\v2\x0e.alp.v1.ReasonR\areasons\x12\x10\n" +
+	"\x03dlp\x18\x06 \x03(\tR\x03dlp\"\x9e\x01\n" +
+	"\bHeldItem\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x10.alp.v1.HeldKindR\x04kind\x12\x1a\n" +
+	"\bpointers\x18\x03 \x03(\tR\bpointers\x12\x18\n" +
+	"\acommits\x18\x04 \x01(\tR\acommits\x12&\n" +
+	"\x04body\x18\x05 \x01(\v2\x12.alp.v1.SealedBodyR\x04body\"p\n" +
+	"\tTrustView\x12\x1f\n" +
+	"\vtrust_class\x18\x01 \x01(\tR\n" +
+	"trustClass\x12&\n" +
+	"\x04body\x18\x02 \x01(\v2\x12.alp.v1.SealedBodyR\x04body\x12\x1a\n" +
+	"\bpointers\x18\x03 \x03(\tR\bpointers\"\xb3\x03\n" +
+	"\vDeliverable\x12,\n" +
+	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12.\n" +
+	"\x13recipient_person_id\x18\x02 \x01(\tR\x11recipientPersonId\x12)\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x0f.alp.v1.OutcomeR\aoutcome\x12(\n" +
+	"\areasons\x18\x04 \x03(\v2\x0e.alp.v1.ReasonR\areasons\x12,\n" +
+	"\x06fields\x18\x05 \x03(\v2\x14.alp.v1.FieldVerdictR\x06fields\x12'\n" +
+	"\x05views\x18\x06 \x03(\v2\x11.alp.v1.TrustViewR\x05views\x12$\n" +
+	"\x04held\x18\a \x03(\v2\x10.alp.v1.HeldItemR\x04held\x12%\n" +
+	"\x0euntrusted_text\x18\b \x01(\bR\runtrustedText\x12(\n" +
+	"\x10sender_person_id\x18\t \x01(\tR\x0esenderPersonId\x12#\n" +
+	"\rrule_versions\x18\n" +
+	" \x03(\tR\fruleVersions\"\xc9\x02\n" +
 	"\fKeyLifecycle\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12,\n" +
 	"\apurpose\x18\x02 \x01(\x0e2\x12.alp.v1.KeyPurposeR\apurpose\x12\x15\n" +
@@ -1716,7 +2301,17 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x0fOUTCOME_DELIVER\x10\x01\x12\x1b\n" +
 	"\x17OUTCOME_DELIVER_PARTIAL\x10\x02\x12\x10\n" +
 	"\fOUTCOME_HOLD\x10\x03\x12\x12\n" +
-	"\x0eOUTCOME_REFUSE\x10\x04*\xa2\x01\n" +
+	"\x0eOUTCOME_REFUSE\x10\x04*q\n" +
+	"\vFieldAction\x12\x1c\n" +
+	"\x18FIELD_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12FIELD_ACTION_ALLOW\x10\x01\x12\x15\n" +
+	"\x11FIELD_ACTION_DENY\x10\x02\x12\x15\n" +
+	"\x11FIELD_ACTION_HOLD\x10\x03*\x84\x01\n" +
+	"\bHeldKind\x12\x19\n" +
+	"\x15HELD_KIND_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cHELD_KIND_CONNECTION_REQUEST\x10\x01\x12\x18\n" +
+	"\x14HELD_KIND_COMMITMENT\x10\x02\x12!\n" +
+	"\x1dHELD_KIND_CONFIDENTIAL_FIELDS\x10\x03*\xa2\x01\n" +
 	"\n" +
 	"KeyPurpose\x12\x1b\n" +
 	"\x17KEY_PURPOSE_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -1745,101 +2340,120 @@ func file_alp_v1_events_proto_rawDescGZIP() []byte {
 	return file_alp_v1_events_proto_rawDescData
 }
 
-var file_alp_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_alp_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_alp_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_alp_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_alp_v1_events_proto_goTypes = []any{
 	(Role)(0),                          // 0: alp.v1.Role
 	(ActorKind)(0),                     // 1: alp.v1.ActorKind
 	(Outcome)(0),                       // 2: alp.v1.Outcome
-	(KeyPurpose)(0),                    // 3: alp.v1.KeyPurpose
-	(KeyState)(0),                      // 4: alp.v1.KeyState
-	(*Actor)(nil),                      // 5: alp.v1.Actor
-	(*EventHeader)(nil),                // 6: alp.v1.EventHeader
-	(*Event)(nil),                      // 7: alp.v1.Event
-	(*SendRequested)(nil),              // 8: alp.v1.SendRequested
-	(*Reason)(nil),                     // 9: alp.v1.Reason
-	(*Decided)(nil),                    // 10: alp.v1.Decided
-	(*KeyLifecycle)(nil),               // 11: alp.v1.KeyLifecycle
-	(*DataKeyDestroyed)(nil),           // 12: alp.v1.DataKeyDestroyed
-	(*SealedSecretCreated)(nil),        // 13: alp.v1.SealedSecretCreated
-	(*IdpTokenStored)(nil),             // 14: alp.v1.IdpTokenStored
-	(*LedgerEntryAppended)(nil),        // 15: alp.v1.LedgerEntryAppended
-	(*timestamppb.Timestamp)(nil),      // 16: google.protobuf.Timestamp
-	(*PersonBound)(nil),                // 17: alp.v1.PersonBound
-	(*PersonUpdated)(nil),              // 18: alp.v1.PersonUpdated
-	(*ClientRegistered)(nil),           // 19: alp.v1.ClientRegistered
-	(*VendorAttestationBound)(nil),     // 20: alp.v1.VendorAttestationBound
-	(*GrantIssued)(nil),                // 21: alp.v1.GrantIssued
-	(*RefreshTokenRotated)(nil),        // 22: alp.v1.RefreshTokenRotated
-	(*GrantRevoked)(nil),               // 23: alp.v1.GrantRevoked
-	(*PersonAgentsRevoked)(nil),        // 24: alp.v1.PersonAgentsRevoked
-	(*PersonalAccessTokenIssued)(nil),  // 25: alp.v1.PersonalAccessTokenIssued
-	(*PersonalAccessTokenRevoked)(nil), // 26: alp.v1.PersonalAccessTokenRevoked
-	(*PersonRebound)(nil),              // 27: alp.v1.PersonRebound
-	(*PersonSessionsRevoked)(nil),      // 28: alp.v1.PersonSessionsRevoked
-	(*ClientFirstUsed)(nil),            // 29: alp.v1.ClientFirstUsed
-	(*DynamicClientExpired)(nil),       // 30: alp.v1.DynamicClientExpired
-	(*ConnectionRequested)(nil),        // 31: alp.v1.ConnectionRequested
-	(*ConnectionAccepted)(nil),         // 32: alp.v1.ConnectionAccepted
-	(*ConnectionDeclined)(nil),         // 33: alp.v1.ConnectionDeclined
-	(*PersonBlocked)(nil),              // 34: alp.v1.PersonBlocked
-	(*PersonUnblocked)(nil),            // 35: alp.v1.PersonUnblocked
-	(*OrgRelationshipSet)(nil),         // 36: alp.v1.OrgRelationshipSet
-	(*MessageTypeRegistered)(nil),      // 37: alp.v1.MessageTypeRegistered
-	(*RuleSetVersionStored)(nil),       // 38: alp.v1.RuleSetVersionStored
-	(*Envelope)(nil),                   // 39: alp.v1.Envelope
-	(*SealedBody)(nil),                 // 40: alp.v1.SealedBody
+	(FieldAction)(0),                   // 3: alp.v1.FieldAction
+	(HeldKind)(0),                      // 4: alp.v1.HeldKind
+	(KeyPurpose)(0),                    // 5: alp.v1.KeyPurpose
+	(KeyState)(0),                      // 6: alp.v1.KeyState
+	(*Actor)(nil),                      // 7: alp.v1.Actor
+	(*EventHeader)(nil),                // 8: alp.v1.EventHeader
+	(*Event)(nil),                      // 9: alp.v1.Event
+	(*SendRequested)(nil),              // 10: alp.v1.SendRequested
+	(*Reason)(nil),                     // 11: alp.v1.Reason
+	(*Decided)(nil),                    // 12: alp.v1.Decided
+	(*FieldVerdict)(nil),               // 13: alp.v1.FieldVerdict
+	(*HeldItem)(nil),                   // 14: alp.v1.HeldItem
+	(*TrustView)(nil),                  // 15: alp.v1.TrustView
+	(*Deliverable)(nil),                // 16: alp.v1.Deliverable
+	(*KeyLifecycle)(nil),               // 17: alp.v1.KeyLifecycle
+	(*DataKeyDestroyed)(nil),           // 18: alp.v1.DataKeyDestroyed
+	(*SealedSecretCreated)(nil),        // 19: alp.v1.SealedSecretCreated
+	(*IdpTokenStored)(nil),             // 20: alp.v1.IdpTokenStored
+	(*LedgerEntryAppended)(nil),        // 21: alp.v1.LedgerEntryAppended
+	(*timestamppb.Timestamp)(nil),      // 22: google.protobuf.Timestamp
+	(*PersonBound)(nil),                // 23: alp.v1.PersonBound
+	(*PersonUpdated)(nil),              // 24: alp.v1.PersonUpdated
+	(*ClientRegistered)(nil),           // 25: alp.v1.ClientRegistered
+	(*VendorAttestationBound)(nil),     // 26: alp.v1.VendorAttestationBound
+	(*GrantIssued)(nil),                // 27: alp.v1.GrantIssued
+	(*RefreshTokenRotated)(nil),        // 28: alp.v1.RefreshTokenRotated
+	(*GrantRevoked)(nil),               // 29: alp.v1.GrantRevoked
+	(*PersonAgentsRevoked)(nil),        // 30: alp.v1.PersonAgentsRevoked
+	(*PersonalAccessTokenIssued)(nil),  // 31: alp.v1.PersonalAccessTokenIssued
+	(*PersonalAccessTokenRevoked)(nil), // 32: alp.v1.PersonalAccessTokenRevoked
+	(*PersonRebound)(nil),              // 33: alp.v1.PersonRebound
+	(*PersonSessionsRevoked)(nil),      // 34: alp.v1.PersonSessionsRevoked
+	(*ClientFirstUsed)(nil),            // 35: alp.v1.ClientFirstUsed
+	(*DynamicClientExpired)(nil),       // 36: alp.v1.DynamicClientExpired
+	(*ConnectionRequested)(nil),        // 37: alp.v1.ConnectionRequested
+	(*ConnectionAccepted)(nil),         // 38: alp.v1.ConnectionAccepted
+	(*ConnectionDeclined)(nil),         // 39: alp.v1.ConnectionDeclined
+	(*PersonBlocked)(nil),              // 40: alp.v1.PersonBlocked
+	(*PersonUnblocked)(nil),            // 41: alp.v1.PersonUnblocked
+	(*OrgRelationshipSet)(nil),         // 42: alp.v1.OrgRelationshipSet
+	(*MessageTypeRegistered)(nil),      // 43: alp.v1.MessageTypeRegistered
+	(*RuleSetVersionStored)(nil),       // 44: alp.v1.RuleSetVersionStored
+	(*Envelope)(nil),                   // 45: alp.v1.Envelope
+	(*SealedBody)(nil),                 // 46: alp.v1.SealedBody
 }
 var file_alp_v1_events_proto_depIdxs = []int32{
 	1,  // 0: alp.v1.Actor.kind:type_name -> alp.v1.ActorKind
-	5,  // 1: alp.v1.EventHeader.actor:type_name -> alp.v1.Actor
+	7,  // 1: alp.v1.EventHeader.actor:type_name -> alp.v1.Actor
 	0,  // 2: alp.v1.EventHeader.producer_role:type_name -> alp.v1.Role
-	16, // 3: alp.v1.EventHeader.occurred:type_name -> google.protobuf.Timestamp
-	6,  // 4: alp.v1.Event.header:type_name -> alp.v1.EventHeader
-	8,  // 5: alp.v1.Event.send_requested:type_name -> alp.v1.SendRequested
-	10, // 6: alp.v1.Event.decided:type_name -> alp.v1.Decided
-	11, // 7: alp.v1.Event.key_lifecycle:type_name -> alp.v1.KeyLifecycle
-	12, // 8: alp.v1.Event.data_key_destroyed:type_name -> alp.v1.DataKeyDestroyed
-	17, // 9: alp.v1.Event.person_bound:type_name -> alp.v1.PersonBound
-	18, // 10: alp.v1.Event.person_updated:type_name -> alp.v1.PersonUpdated
-	19, // 11: alp.v1.Event.client_registered:type_name -> alp.v1.ClientRegistered
-	20, // 12: alp.v1.Event.vendor_attestation_bound:type_name -> alp.v1.VendorAttestationBound
-	21, // 13: alp.v1.Event.grant_issued:type_name -> alp.v1.GrantIssued
-	22, // 14: alp.v1.Event.refresh_token_rotated:type_name -> alp.v1.RefreshTokenRotated
-	23, // 15: alp.v1.Event.grant_revoked:type_name -> alp.v1.GrantRevoked
-	24, // 16: alp.v1.Event.person_agents_revoked:type_name -> alp.v1.PersonAgentsRevoked
-	25, // 17: alp.v1.Event.personal_access_token_issued:type_name -> alp.v1.PersonalAccessTokenIssued
-	26, // 18: alp.v1.Event.personal_access_token_revoked:type_name -> alp.v1.PersonalAccessTokenRevoked
-	13, // 19: alp.v1.Event.sealed_secret_created:type_name -> alp.v1.SealedSecretCreated
-	14, // 20: alp.v1.Event.idp_token_stored:type_name -> alp.v1.IdpTokenStored
-	15, // 21: alp.v1.Event.ledger_entry_appended:type_name -> alp.v1.LedgerEntryAppended
-	27, // 22: alp.v1.Event.person_rebound:type_name -> alp.v1.PersonRebound
-	28, // 23: alp.v1.Event.person_sessions_revoked:type_name -> alp.v1.PersonSessionsRevoked
-	29, // 24: alp.v1.Event.client_first_used:type_name -> alp.v1.ClientFirstUsed
-	30, // 25: alp.v1.Event.dynamic_client_expired:type_name -> alp.v1.DynamicClientExpired
-	31, // 26: alp.v1.Event.connection_requested:type_name -> alp.v1.ConnectionRequested
-	32, // 27: alp.v1.Event.connection_accepted:type_name -> alp.v1.ConnectionAccepted
-	33, // 28: alp.v1.Event.connection_declined:type_name -> alp.v1.ConnectionDeclined
-	34, // 29: alp.v1.Event.person_blocked:type_name -> alp.v1.PersonBlocked
-	35, // 30: alp.v1.Event.person_unblocked:type_name -> alp.v1.PersonUnblocked
-	36, // 31: alp.v1.Event.org_relationship_set:type_name -> alp.v1.OrgRelationshipSet
-	37, // 32: alp.v1.Event.message_type_registered:type_name -> alp.v1.MessageTypeRegistered
-	38, // 33: alp.v1.Event.rule_set_version_stored:type_name -> alp.v1.RuleSetVersionStored
-	39, // 34: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
-	39, // 35: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
-	2,  // 36: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
-	9,  // 37: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
-	3,  // 38: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
-	4,  // 39: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
-	16, // 40: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
-	16, // 41: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
-	3,  // 42: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
-	40, // 43: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	22, // 3: alp.v1.EventHeader.occurred:type_name -> google.protobuf.Timestamp
+	8,  // 4: alp.v1.Event.header:type_name -> alp.v1.EventHeader
+	10, // 5: alp.v1.Event.send_requested:type_name -> alp.v1.SendRequested
+	12, // 6: alp.v1.Event.decided:type_name -> alp.v1.Decided
+	17, // 7: alp.v1.Event.key_lifecycle:type_name -> alp.v1.KeyLifecycle
+	18, // 8: alp.v1.Event.data_key_destroyed:type_name -> alp.v1.DataKeyDestroyed
+	23, // 9: alp.v1.Event.person_bound:type_name -> alp.v1.PersonBound
+	24, // 10: alp.v1.Event.person_updated:type_name -> alp.v1.PersonUpdated
+	25, // 11: alp.v1.Event.client_registered:type_name -> alp.v1.ClientRegistered
+	26, // 12: alp.v1.Event.vendor_attestation_bound:type_name -> alp.v1.VendorAttestationBound
+	27, // 13: alp.v1.Event.grant_issued:type_name -> alp.v1.GrantIssued
+	28, // 14: alp.v1.Event.refresh_token_rotated:type_name -> alp.v1.RefreshTokenRotated
+	29, // 15: alp.v1.Event.grant_revoked:type_name -> alp.v1.GrantRevoked
+	30, // 16: alp.v1.Event.person_agents_revoked:type_name -> alp.v1.PersonAgentsRevoked
+	31, // 17: alp.v1.Event.personal_access_token_issued:type_name -> alp.v1.PersonalAccessTokenIssued
+	32, // 18: alp.v1.Event.personal_access_token_revoked:type_name -> alp.v1.PersonalAccessTokenRevoked
+	19, // 19: alp.v1.Event.sealed_secret_created:type_name -> alp.v1.SealedSecretCreated
+	20, // 20: alp.v1.Event.idp_token_stored:type_name -> alp.v1.IdpTokenStored
+	21, // 21: alp.v1.Event.ledger_entry_appended:type_name -> alp.v1.LedgerEntryAppended
+	33, // 22: alp.v1.Event.person_rebound:type_name -> alp.v1.PersonRebound
+	34, // 23: alp.v1.Event.person_sessions_revoked:type_name -> alp.v1.PersonSessionsRevoked
+	35, // 24: alp.v1.Event.client_first_used:type_name -> alp.v1.ClientFirstUsed
+	36, // 25: alp.v1.Event.dynamic_client_expired:type_name -> alp.v1.DynamicClientExpired
+	37, // 26: alp.v1.Event.connection_requested:type_name -> alp.v1.ConnectionRequested
+	38, // 27: alp.v1.Event.connection_accepted:type_name -> alp.v1.ConnectionAccepted
+	39, // 28: alp.v1.Event.connection_declined:type_name -> alp.v1.ConnectionDeclined
+	40, // 29: alp.v1.Event.person_blocked:type_name -> alp.v1.PersonBlocked
+	41, // 30: alp.v1.Event.person_unblocked:type_name -> alp.v1.PersonUnblocked
+	42, // 31: alp.v1.Event.org_relationship_set:type_name -> alp.v1.OrgRelationshipSet
+	43, // 32: alp.v1.Event.message_type_registered:type_name -> alp.v1.MessageTypeRegistered
+	44, // 33: alp.v1.Event.rule_set_version_stored:type_name -> alp.v1.RuleSetVersionStored
+	16, // 34: alp.v1.Event.deliverable:type_name -> alp.v1.Deliverable
+	45, // 35: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
+	45, // 36: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
+	2,  // 37: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
+	11, // 38: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
+	13, // 39: alp.v1.Decided.fields:type_name -> alp.v1.FieldVerdict
+	3,  // 40: alp.v1.FieldVerdict.action:type_name -> alp.v1.FieldAction
+	11, // 41: alp.v1.FieldVerdict.reasons:type_name -> alp.v1.Reason
+	4,  // 42: alp.v1.HeldItem.kind:type_name -> alp.v1.HeldKind
+	46, // 43: alp.v1.HeldItem.body:type_name -> alp.v1.SealedBody
+	46, // 44: alp.v1.TrustView.body:type_name -> alp.v1.SealedBody
+	45, // 45: alp.v1.Deliverable.envelope:type_name -> alp.v1.Envelope
+	2,  // 46: alp.v1.Deliverable.outcome:type_name -> alp.v1.Outcome
+	11, // 47: alp.v1.Deliverable.reasons:type_name -> alp.v1.Reason
+	13, // 48: alp.v1.Deliverable.fields:type_name -> alp.v1.FieldVerdict
+	15, // 49: alp.v1.Deliverable.views:type_name -> alp.v1.TrustView
+	14, // 50: alp.v1.Deliverable.held:type_name -> alp.v1.HeldItem
+	5,  // 51: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
+	6,  // 52: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
+	22, // 53: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
+	22, // 54: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
+	5,  // 55: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
+	46, // 56: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_alp_v1_events_proto_init() }
@@ -1880,14 +2494,15 @@ func file_alp_v1_events_proto_init() {
 		(*Event_OrgRelationshipSet)(nil),
 		(*Event_MessageTypeRegistered)(nil),
 		(*Event_RuleSetVersionStored)(nil),
+		(*Event_Deliverable)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_v1_events_proto_rawDesc), len(file_alp_v1_events_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   11,
+			NumEnums:      7,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
