@@ -132,6 +132,13 @@ func (f *Follower) Authenticator() *Authenticator {
 	return &Authenticator{ResourceMetadataURL: f.o.ResourceMetadataURL}
 }
 
+// Authenticate checks a credential with the current Authenticator, so a
+// service can hold the follower itself as its authenticator while the
+// projection is still opening.
+func (f *Follower) Authenticate(ctx context.Context, authorization string, scopes ...string) (Principal, error) {
+	return f.Authenticator().Authenticate(ctx, authorization, scopes...)
+}
+
 // MaxStaleness is the staleness the follower's checks allow.
 func (f *Follower) MaxStaleness() time.Duration { return f.o.MaxStaleness }
 

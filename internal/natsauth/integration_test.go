@@ -399,7 +399,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	ing.deniedPub(t, "$JS.API.CONSUMER.DELETE.PERM_IDENTITY.PERM_MINE")
 	ing.deniedPub(t, "$JS.ACK.PERM_IDENTITY.PERM_MINE.1.1.1.1.0")
 	fed.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY")
-	pol.deniedPub(t, "$JS.API.CONSUMER.MSG.NEXT.PERM_IDENTITY.x")
+	fed.deniedPub(t, "$JS.API.CONSUMER.MSG.NEXT.PERM_IDENTITY.x")
 
 	// The refused publish on federation's subject stored nothing.
 	if n, err := streamMsgs(fed.js(t), "PERM_INBOUND"); err != nil || n != 0 {

@@ -177,11 +177,14 @@ var batchReaders = map[alpv1.Role][]string{
 // Policy follows its own state (services/policy/relationships: every
 // replica keeps the relationships fresh, and is not ready while stale; and
 // internal/msgtypes/typestore, the organizations' message types on the
-// same stream's type subjects). Ingress will follow those type subjects
+// same stream's type subjects), and identity's to check the tokens of
+// agents reading and tightening their person's rules (/v1/rules, same
+// checks as ingress) where ingress does not run in the same process.
+// Ingress will follow those type subjects
 // too, which needs a read grant narrower than the whole stream: the
 // relationships on it are none of ingress's business.
 var readers = map[alpv1.Role][]string{
-	alpv1.Role_ROLE_POLICY:    {streams.Policy},
+	alpv1.Role_ROLE_POLICY:    {streams.Policy, streams.Identity},
 	alpv1.Role_ROLE_IDENTITY:  {streams.Identity},
 	alpv1.Role_ROLE_INGRESS:   {streams.Identity},
 	alpv1.Role_ROLE_APPROVALS: {streams.Identity},

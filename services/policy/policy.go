@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -29,28 +30,71 @@ import (
 type Service struct {
 	service.Base
 	policyv1.UnimplementedPolicyServiceServer
-	workers int
+	opts Options
+	// stores are the replica's projections of the policy stream (nil
+	// before Start).
+	stores *stores
+	api    apiState
 }
 
-// New builds the policy service; workers is the number of concurrent
-// handler loops in this process (default 1).
-func New(d service.Deps, workers int) *Service {
-	return &Service{Base: service.NewBase(alpv1.Role_ROLE_POLICY, d), workers: workers}
+// Options are policy's own settings.
+type Options struct {
+	// Workers is the number of concurrent handler loops in this process
+	// (default 1).
+	Workers int
+	// MaxStaleness of the projections before the replica is not ready
+	// (default DefaultMaxStaleness).
+	MaxStaleness time.Duration
+	// API configures the REST endpoints (api_wiring.go).
+	API APIOptions
 }
 
-// Start creates the decided stream and the work queue and starts the workers.
+// New builds the policy service.
+func New(d service.Deps, o Options) *Service {
+	if o.MaxStaleness <= 0 {
+		o.MaxStaleness = DefaultMaxStaleness
+	}
+	return &Service{Base: service.NewBase(alpv1.Role_ROLE_POLICY, d), opts: o}
+}
+
+// Ready adds the freshness of every projection to the base checks, naming
+// each stale one.
+func (s *Service) Ready() error {
+	base := s.Base.Ready()
+	st := s.stores
+	if st == nil {
+		return errors.Join(base, errors.New("policy: stores not open"))
+	}
+	return errors.Join(base, st.fresh(s.opts.MaxStaleness))
+}
+
+// Start creates policy's streams, opens its projections, starts the
+// workers and serves the REST API.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.EnsureOwnedStreams(ctx); err != nil {
 		return err
 	}
+	st, err := openStores(ctx, s.Bus, s.Tenants, s.Logger)
+	if err != nil {
+		return err
+	}
+	s.stores = st
+	go func() {
+		<-ctx.Done()
+		// Workers finish what they pulled with the projections still
+		// following; then they stop.
+		<-s.Stopped()
+		st.close()
+	}()
 	for _, c := range streams.OwnedConsumers(s.Role(), 0) {
 		spec := c.Spec()
-		spec.Workers = s.workers
+		spec.Workers = s.opts.Workers
 		spec.EnsureStream = s.EnsureStream(c.Stream)
 		if err := s.Consume(ctx, spec, s.handle); err != nil {
 			return err
 		}
 	}
+	s.serveAPI(ctx)
 	s.MarkStarted()
 	return nil
 }
