@@ -29,9 +29,9 @@ import (
 // local service's streams and consumers are up; ?verbose=1, for operators
 // only, adds per-service detail and the streams), /metrics when a Gatherer
 // was injected, POST /v1/ops/trace and POST /v1/ops/policy/push (operator
-// token, rate limited), and the
-// public routes of the services running here (service.HTTPRoutes), all on
-// one mux with their callers and body limits (httproute). The rest of every
+// token, rate limited), and the public routes of the services running here
+// (service.HTTPRoutes), all on one mux with their callers and body limits
+// (httproute). The rest of every
 // service's URL space answers 503 <service>_unavailable: the service runs
 // in another process, or has not started.
 func (b *Broker) Handler() http.Handler {

@@ -13,7 +13,6 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/httproute"
-	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/services/identity"
 	"github.com/alpd-project/alpd/services/policy"
 	"github.com/alpd-project/alpd/services/policy/rules"
@@ -34,17 +33,6 @@ func (b *Broker) policyOptions() policy.Options {
 		o.API.Auth = ingressAuth{b.ingress}
 	}
 	return o
-}
-
-// CheckCSRF checks a person's state-changing request with the local
-// identity service's sign-in (refused as without a session when there is
-// none).
-func (s identitySessions) CheckCSRF(r *http.Request) error {
-	id := s.b.Identity()
-	if id == nil || id.SignIn() == nil {
-		return signin.ErrNoSession
-	}
-	return id.SignIn().CheckCSRF(r)
 }
 
 // PathPolicyPush is the operator's endpoint for `alpctl policy push`.

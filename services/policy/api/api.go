@@ -29,7 +29,8 @@ const (
 )
 
 // Body limits besides the rule text's (Options.MaxRuleBytes) and the
-// schema's (msgtypes.MaxSchemaBytes).
+// schema's (msgtypes.MaxSchemaBytes). Answering a connection takes no body
+// but a page's form with its CSRF field (httproute.FormBody).
 const (
 	// blockBody bounds POST /v1/blocks: a kind and an address.
 	blockBody int64 = 4 << 10
@@ -106,9 +107,9 @@ func (a *API) Routes() []httproute.Route {
 	person, either := httproute.Person, httproute.AgentOrPerson
 	routes := []httproute.Route{
 		{Method: http.MethodGet, Pattern: PathConnections, Caller: person, BodyLimit: httproute.NoBody, Handler: http.HandlerFunc(a.listConnections)},
-		{Method: http.MethodPost, Pattern: PathConnections + "/{id}/accept", Caller: person, BodyLimit: httproute.NoBody, Handler: a.answerConnection(accept)},
-		{Method: http.MethodPost, Pattern: PathConnections + "/{id}/decline", Caller: person, BodyLimit: httproute.NoBody, Handler: a.answerConnection(decline)},
-		{Method: http.MethodPost, Pattern: PathConnections + "/{id}/block", Caller: person, BodyLimit: httproute.NoBody, Handler: a.answerConnection(block)},
+		{Method: http.MethodPost, Pattern: PathConnections + "/{id}/accept", Caller: person, BodyLimit: httproute.FormBody, Handler: a.answerConnection(accept)},
+		{Method: http.MethodPost, Pattern: PathConnections + "/{id}/decline", Caller: person, BodyLimit: httproute.FormBody, Handler: a.answerConnection(decline)},
+		{Method: http.MethodPost, Pattern: PathConnections + "/{id}/block", Caller: person, BodyLimit: httproute.FormBody, Handler: a.answerConnection(block)},
 		{Method: http.MethodGet, Pattern: PathBlocks, Caller: person, BodyLimit: httproute.NoBody, Handler: http.HandlerFunc(a.listBlocks)},
 		{Method: http.MethodPost, Pattern: PathBlocks, Caller: person, BodyLimit: blockBody, Handler: http.HandlerFunc(a.addBlock)},
 		{Method: http.MethodDelete, Pattern: PathBlocks + "/{kind}/{value}", Caller: person, BodyLimit: httproute.NoBody, Handler: http.HandlerFunc(a.removeBlock)},

@@ -75,8 +75,11 @@ func TestPersonConnections(t *testing.T) {
 	if a.decode(t, &ans); ans.Connection.State != relationships.ConnDeclined {
 		t.Fatalf("decline: %s", a)
 	}
-	a = ana.write(http.MethodPost, "/v1/connections/"+cy.ID+"/block", nil)
-	want(t, "block", a, http.StatusOK, "")
+	// A page's plain HTML form carries the CSRF token as a field.
+	form := s.req(http.MethodPost, "/v1/connections/"+cy.ID+"/block", []byte(url.Values{"csrf": {ana.csrf}}.Encode()),
+		"Origin", s.srv.URL, "Content-Type", "application/x-www-form-urlencoded")
+	a = do(t, ana.c, form)
+	want(t, "block with a form", a, http.StatusOK, "")
 	if a.decode(t, &ans); ans.Blocked == nil || *ans.Blocked != (relationships.Target{Kind: relationships.TargetAddress, Value: "cy@third.example"}) {
 		t.Fatalf("block: %s", a)
 	}
@@ -93,7 +96,9 @@ func TestPersonConnections(t *testing.T) {
 	want(t, "accept someone else's request", lee.write(http.MethodPost, "/v1/connections/"+cy.ID+"/accept", nil), http.StatusNotFound, "connection_not_found")
 	want(t, "accept an unknown connection", ana.write(http.MethodPost, "/v1/connections/cnope/accept", nil), http.StatusNotFound, "connection_not_found")
 	want(t, "decline an accepted connection", ana.write(http.MethodPost, "/v1/connections/"+bo.ID+"/decline", nil), http.StatusConflict, "connection_state")
-	want(t, "accept with a body", ana.write(http.MethodPost, "/v1/connections/"+cy.ID+"/accept", []byte("{}")), http.StatusRequestEntityTooLarge, "body_too_large")
+	want(t, "accept with a form's wrong token", do(t, ana.c, s.req(http.MethodPost, "/v1/connections/"+cy.ID+"/accept", []byte("csrf=nope"),
+		"Origin", s.srv.URL, "Content-Type", "application/x-www-form-urlencoded")), http.StatusForbidden, "csrf_token_invalid")
+	want(t, "accept with an oversized body", ana.write(http.MethodPost, "/v1/connections/"+cy.ID+"/accept", make([]byte, 17<<10)), http.StatusRequestEntityTooLarge, "body_too_large")
 	want(t, "GET an answer", ana.get("/v1/connections/"+cy.ID+"/accept"), http.StatusMethodNotAllowed, "method_not_allowed")
 	s.unchanged("refused answers", before)
 
