@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/alpd-project/alpd/internal/msgtypes"
 	"github.com/alpd-project/alpd/services/policy/relationships"
 	"github.com/alpd-project/alpd/services/policy/rules"
 )
@@ -58,7 +59,7 @@ func Decide(ctx context.Context, c Case) (Decision, error) {
 	}
 	d.Forwarded = fwd
 	m := c.Message
-	m.Body = fwd
+	m.Body, m.Fields = fwd, s.crossing()
 	r, err := RecipientSide(ctx, m, c.RecipientRelationship, c.Sets.RecipientOrg, c.Sets.Recipient, c.RecipientAgentClasses)
 	if err != nil {
 		return Decision{}, err
@@ -114,6 +115,22 @@ func publicReasons(rs []Reason) []Reason {
 			r.PolicyID = ""
 		}
 		out[i] = r
+	}
+	return out
+}
+
+// crossing are the fields the sender side let through, free text as
+// normalized.
+func (r Result) crossing() []msgtypes.Field {
+	out := make([]msgtypes.Field, 0, len(r.fields))
+	for i, f := range r.fields {
+		if r.Fields[i].Action == Deny {
+			continue
+		}
+		if t, ok := r.Normalized[f.Pointer]; ok {
+			f.Value = t
+		}
+		out = append(out, f)
 	}
 	return out
 }

@@ -116,6 +116,8 @@ type Result struct {
 	// Normalized holds the normalized text of each allowed free-text
 	// field: what crosses instead of the text as sent (Project uses it).
 	Normalized map[string]string `json:"-"`
+	// fields are the body's fields as this stage found them.
+	fields []msgtypes.Field
 }
 
 // Allowed are the pointers of the fields that cross (allowed or held).
@@ -130,11 +132,15 @@ func (r Result) Allowed() []string {
 }
 
 // Message is what both stages decide about. Body is the opened body as
-// the stage receives it (for the recipient side, what the sender side let
-// through).
+// the stage receives it. Fields, when set, are its fields as an earlier
+// stage of this broker validated and listed them (Decide hands the
+// recipient side the sender side's crossing fields): a body the sender
+// side thinned out may lack a field its schema requires, so it is not
+// validated again. Without Fields the stage validates Body.
 type Message struct {
 	Type      *msgtypes.Type
 	Body      []byte
+	Fields    []msgtypes.Field
 	Agent     rules.Agent
 	Sender    rules.Side
 	Recipient rules.Side
@@ -204,13 +210,15 @@ func stage(ctx context.Context, m Message, rel relationships.State, sets rules.P
 	if err != nil {
 		return Result{}, err
 	}
-	fields, err := m.Type.Check(m.Body)
-	if err != nil {
-		var ve msgtypes.ValidationErrors
-		if errors.As(err, &ve) {
-			return refuse(CodeInvalidBody), nil
+	fields := m.Fields
+	if fields == nil {
+		if fields, err = m.Type.Check(m.Body); err != nil {
+			var ve msgtypes.ValidationErrors
+			if errors.As(err, &ve) {
+				return refuse(CodeInvalidBody), nil
+			}
+			return Result{}, fmt.Errorf("decision: %s body: %w", m.Type.Name(), err)
 		}
-		return Result{}, fmt.Errorf("decision: %s body: %w", m.Type.Name(), err)
 	}
 	if crel == rules.RelBlocked {
 		return refuse(CodeBlocked), nil
@@ -234,7 +242,7 @@ func stage(ctx context.Context, m Message, rel relationships.State, sets rules.P
 		return Result{}, fmt.Errorf("decision: %w", err)
 	}
 
-	res := Result{Fields: make([]FieldVerdict, len(fields))}
+	res := Result{Fields: make([]FieldVerdict, len(fields)), fields: fields}
 	for i, f := range fields {
 		fv := FieldVerdict{Pointer: f.Pointer, Class: string(f.Class), FreeText: f.FreeText, Action: Allow}
 		for _, d := range verdicts[i].Denials {

@@ -85,3 +85,37 @@ func BenchmarkDecide30(b *testing.B) {
 		}
 	}
 }
+
+// A field the sender side withholds may be one the schema requires: the
+// recipient side decides on what crossed, it does not refuse the thinned
+// body as invalid.
+func TestRequiredFieldWithheldBySender(t *testing.T) {
+	c := briefingCase(t, rules.TrustCompany, []string{rules.TrustCompany})
+	eng, err := rules.New(rules.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := rules.Template(rules.PartySender)
+	text = append(text, []byte(`
+@id("keep-summary")
+@reason("sender_keeps_summaries")
+forbid (principal, action == Alp::Action::"share_field", resource) when { resource.pointer == "/summary" };`)...)
+	if c.Sets.Sender, err = rules.NewCache(eng, 1).Get(rules.PartySender, text); err != nil {
+		t.Fatal(err)
+	}
+	d, err := decision.Decide(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Recipient == nil || d.Recipient.Outcome == decision.Refuse {
+		t.Fatalf("recipient side %+v; want the rest delivered", d.Recipient)
+	}
+	if d.Combined.Outcome != decision.DeliverPartial {
+		t.Fatalf("combined outcome %s, want deliver_partial", d.Combined.Outcome)
+	}
+	for _, f := range d.Recipient.Fields {
+		if f.Pointer == "/summary" {
+			t.Fatalf("the withheld field reached the recipient side: %+v", f)
+		}
+	}
+}
