@@ -68,9 +68,83 @@ type verdict struct {
 	recipient   side
 }
 
-// decide runs the message through the sender side and, for a recipient on
-// this broker, the recipient side. An error is transient (a projection or
-// a key unavailable): the event is redelivered. A message that cannot be
+// refusal is a message that cannot be decided on its merits: the broker
+// refuses it with one of the worker's own codes.
+type refusal struct{ code, message string }
+
+// evaluation is one message's decision with what it was decided on.
+type evaluation struct {
+	refused   *refusal
+	d         decision.Decision
+	sender    side
+	recipient side
+	versions  []string
+}
+
+// evaluate resolves the recipient, gathers every party's set and the
+// relationships, and runs the message through the sender side and, for a
+// recipient on this broker, the recipient side. sender.roles is filled in
+// here. An error is transient (a projection unavailable).
+func (st *state) evaluate(ctx context.Context, sender side, agent rules.Agent, to, typeName string, body []byte) (evaluation, error) {
+	ev := evaluation{sender: sender}
+	refuse := func(code, msg string) (evaluation, error) {
+		ev.refused = &refusal{code, msg}
+		return ev, nil
+	}
+	person, err := st.people.Person(ctx, sender.tenant, sender.personID)
+	if errors.Is(err, identitystore.ErrNotFound) {
+		return refuse(codeUnknownSender, "the sender is not known here (erased?)")
+	} else if err != nil {
+		return ev, fmt.Errorf("policy: sender: %w", err)
+	}
+	ev.sender.roles = person.Roles
+	sender = ev.sender
+
+	if ev.recipient, err = st.resolve(ctx, to); err != nil {
+		if errors.Is(err, identitystore.ErrNotFound) {
+			return refuse(codeUnknownRecipient, "no person on this broker has that address")
+		}
+		return ev, err
+	}
+	recipient := ev.recipient
+
+	typ, _ := st.types.Registry().Lookup(typeName)
+	msg := decision.Message{Type: typ, Body: body, Agent: agent, Sender: sender.rulesSide(), Recipient: recipient.rulesSide()}
+
+	sets, versions, err := st.sets(sender.tenant, sender.personID, recipient)
+	if err != nil {
+		var invalid *rulesInvalidError
+		if errors.As(err, &invalid) {
+			return refuse(codeRulesInvalid, invalid.Error())
+		}
+		return ev, err
+	}
+	ev.versions = versions
+
+	senderRel, recipientRel, err := st.relationships(sender, recipient)
+	if err != nil {
+		return ev, err
+	}
+
+	if recipient.local() {
+		ev.d, err = decision.Decide(ctx, decision.Case{Message: msg, SenderRelationship: senderRel,
+			RecipientRelationship: recipientRel, Sets: sets})
+	} else {
+		ev.d.Sender, err = decision.SenderSide(ctx, msg, senderRel, sets.Sender, sets.SenderOrg)
+		ev.d.Combined = ev.d.Sender
+		if err == nil && ev.d.Sender.Outcome != decision.Refuse {
+			ev.d.Forwarded, err = decision.Project(body, ev.d.Sender.Allowed(), ev.d.Sender.Normalized)
+		}
+	}
+	if err != nil {
+		return ev, fmt.Errorf("policy: deciding: %w", err)
+	}
+	return ev, nil
+}
+
+// decide decides a SendRequested: it opens the body in memory, evaluates
+// it, records a held connection request, and seals what crosses. An error
+// is transient: the event is redelivered. A message that cannot be
 // decided on its merits is refused with a broker reason.
 func (s *Service) decide(ctx context.Context, tenant string, req *alpv1.SendRequested, env *alpv1.Envelope) (verdict, error) {
 	st := s.state
@@ -79,28 +153,10 @@ func (s *Service) decide(ctx context.Context, tenant string, req *alpv1.SendRequ
 		return verdict{decided: &alpv1.Decided{Outcome: alpv1.Outcome_OUTCOME_REFUSE,
 			Reasons: []*alpv1.Reason{{Party: decision.PartyBroker, Code: code, Message: msg}}}}, nil
 	}
-	sender := side{tenant: tenant, address: env.GetFrom(), personID: req.GetSenderPersonId()}
-	person, err := st.people.Person(ctx, tenant, sender.personID)
-	if errors.Is(err, identitystore.ErrNotFound) {
-		return refused(codeUnknownSender, "the sender is not known here (erased?)")
-	} else if err != nil {
-		return verdict{}, fmt.Errorf("policy: sender: %w", err)
-	}
-	sender.roles = person.Roles
-
 	trustClass, ok := trustClassOf(envelope.Trust(env))
 	if !ok {
 		return refused(codeUntrustedSender, "the sending agent's trust is below verified")
 	}
-
-	recipient, err := st.resolve(ctx, env.GetTo())
-	if err != nil {
-		if errors.Is(err, identitystore.ErrNotFound) {
-			return refused(codeUnknownRecipient, "no person on this broker has that address")
-		}
-		return verdict{}, err
-	}
-
 	body, err := s.Sealer.Open(ctx, env.GetSealedBody(), []byte(env.GetId()))
 	if err != nil {
 		if errors.Is(err, seal.ErrKeyDestroyed) {
@@ -108,40 +164,16 @@ func (s *Service) decide(ctx context.Context, tenant string, req *alpv1.SendRequ
 		}
 		return verdict{}, fmt.Errorf("policy: opening the body: %w", err)
 	}
-
-	typ, _ := st.types.Registry().Lookup(env.GetType())
-	msg := decision.Message{Type: typ, Body: body,
-		Agent:  rules.Agent{ID: env.GetFromAgent(), Person: sender.personID, TrustClass: trustClass, Tenant: tenant},
-		Sender: sender.rulesSide(), Recipient: recipient.rulesSide()}
-
-	sets, versions, err := st.sets(tenant, sender.personID, recipient)
-	if err != nil {
-		var invalid *rulesInvalidError
-		if errors.As(err, &invalid) {
-			return refused(codeRulesInvalid, invalid.Error())
-		}
-		return verdict{}, err
-	}
-
-	senderRel, recipientRel, err := st.relationships(sender, recipient)
+	ev, err := st.evaluate(ctx, side{tenant: tenant, address: env.GetFrom(), personID: req.GetSenderPersonId()},
+		rules.Agent{ID: env.GetFromAgent(), Person: req.GetSenderPersonId(), TrustClass: trustClass, Tenant: tenant},
+		env.GetTo(), env.GetType(), body)
 	if err != nil {
 		return verdict{}, err
 	}
-
-	var d decision.Decision
-	if recipient.local() {
-		d, err = decision.Decide(ctx, decision.Case{Message: msg, SenderRelationship: senderRel,
-			RecipientRelationship: recipientRel, Sets: sets})
-	} else {
-		d.Sender, err = decision.SenderSide(ctx, msg, senderRel, sets.Sender, sets.SenderOrg)
-		d.Combined = d.Sender
-		if err == nil && d.Sender.Outcome != decision.Refuse {
-			d.Forwarded, err = decision.Project(body, d.Sender.Allowed(), d.Sender.Normalized)
-		}
+	if ev.refused != nil {
+		return refused(ev.refused.code, ev.refused.message)
 	}
-	if err != nil {
-		return verdict{}, fmt.Errorf("policy: deciding: %w", err)
-	}
+	d, sender, recipient, versions := ev.d, ev.sender, ev.recipient, ev.versions
 
 	out := verdict{recipient: recipient, decided: &alpv1.Decided{
 		Outcome: outcomeProto(d.Combined.Outcome), Reasons: reasonsProto(d.Combined.Reasons),

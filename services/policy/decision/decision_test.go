@@ -76,15 +76,6 @@ func TestConfidentialToConsumerAgentIsHeld(t *testing.T) {
 	}
 }
 
-func BenchmarkDecide30(b *testing.B) {
-	c := briefingCase(b, rules.TrustCompany, nil)
-	ctx := context.Background()
-	for b.Loop() {
-		if _, err := decision.Decide(ctx, c); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
 
 // A field the sender side withholds may be one the schema requires: the
 // recipient side decides on what crossed, it does not refuse the thinned
