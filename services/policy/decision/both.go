@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/alpd-project/alpd/internal/msgtypes"
 	"github.com/alpd-project/alpd/services/policy/relationships"
 	"github.com/alpd-project/alpd/services/policy/rules"
 )
@@ -43,8 +44,22 @@ type Decision struct {
 // Decide runs both stages of a message to a recipient on this broker: the
 // sender side, then the recipient side on what the sender side let
 // through.
+//
+// The body is checked against its type once, here. The recipient side
+// decides the fields that crossed as that check listed them, rather than
+// checking Forwarded again: a projection that withholds a required member,
+// a oneOf branch's distinguishing member or an array item (null) no longer
+// matches the schema, and checking it would refuse as invalid_body every
+// message the sender side only trimmed.
 func Decide(ctx context.Context, c Case) (Decision, error) {
-	s, err := SenderSide(ctx, c.Message, c.SenderRelationship, c.Sets.Sender, c.Sets.SenderOrg)
+	fields, refused, err := checkBody(c.Message)
+	if err != nil {
+		return Decision{}, err
+	}
+	if refused != nil {
+		return Decision{Sender: *refused, Combined: *refused}, nil
+	}
+	s, err := senderSide(ctx, c.Message, c.SenderRelationship, c.Sets.Sender, c.Sets.SenderOrg, fields)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -52,14 +67,22 @@ func Decide(ctx context.Context, c Case) (Decision, error) {
 	if s.Outcome == Refuse {
 		return d, nil
 	}
-	fwd, err := Project(c.Message.Body, s.Allowed(), s.Normalized)
+	allowed := s.Allowed()
+	fwd, err := Project(c.Message.Body, allowed, s.Normalized)
 	if err != nil {
 		return Decision{}, fmt.Errorf("decision: forwarding the sender side's fields: %w", err)
 	}
 	d.Forwarded = fwd
+	// s.Fields is index-aligned with fields.
+	crossed := make([]msgtypes.Field, 0, len(allowed))
+	for i, f := range fields {
+		if s.Fields[i].Action != Deny {
+			crossed = append(crossed, f)
+		}
+	}
 	m := c.Message
 	m.Body = fwd
-	r, err := RecipientSide(ctx, m, c.RecipientRelationship, c.Sets.RecipientOrg, c.Sets.Recipient, c.RecipientAgentClasses)
+	r, err := recipientSide(ctx, m, c.RecipientRelationship, c.Sets.RecipientOrg, c.Sets.Recipient, c.RecipientAgentClasses, crossed)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -87,9 +110,17 @@ func Merge(sender, recipient Result, withhold bool) Result {
 		byPointer[f.Pointer] = f
 	}
 	for _, f := range sender.Fields {
-		if r, ok := byPointer[f.Pointer]; ok && f.Action != Deny {
-			r.Reasons = reasons(r.Reasons)
-			f = r
+		if f.Action != Deny {
+			if r, ok := byPointer[f.Pointer]; ok {
+				r.Reasons = reasons(r.Reasons)
+				f = r
+			} else {
+				// The recipient side refused the whole message before
+				// deciding any field (blocked, stranger): the field did not
+				// cross, for the message's reasons.
+				f.Action = Deny
+				f.Reasons = reasons(recipient.Reasons)
+			}
 		}
 		out.Fields = append(out.Fields, f)
 	}
