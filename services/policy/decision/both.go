@@ -44,8 +44,22 @@ type Decision struct {
 // Decide runs both stages of a message to a recipient on this broker: the
 // sender side, then the recipient side on what the sender side let
 // through.
+//
+// The body is checked against its type once, here. The recipient side
+// decides the fields that crossed as that check listed them, rather than
+// checking Forwarded again: a projection that withholds a required member,
+// a oneOf branch's distinguishing member or an array item (null) no longer
+// matches the schema, and checking it would refuse as invalid_body every
+// message the sender side only trimmed.
 func Decide(ctx context.Context, c Case) (Decision, error) {
-	s, err := SenderSide(ctx, c.Message, c.SenderRelationship, c.Sets.Sender, c.Sets.SenderOrg)
+	fields, refused, err := checkBody(c.Message)
+	if err != nil {
+		return Decision{}, err
+	}
+	if refused != nil {
+		return Decision{Sender: *refused, Combined: *refused}, nil
+	}
+	s, err := senderSide(ctx, c.Message, c.SenderRelationship, c.Sets.Sender, c.Sets.SenderOrg, fields)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -53,14 +67,22 @@ func Decide(ctx context.Context, c Case) (Decision, error) {
 	if s.Outcome == Refuse {
 		return d, nil
 	}
-	fwd, err := Project(c.Message.Body, s.Allowed(), s.Normalized)
+	allowed := s.Allowed()
+	fwd, err := Project(c.Message.Body, allowed, s.Normalized)
 	if err != nil {
 		return Decision{}, fmt.Errorf("decision: forwarding the sender side's fields: %w", err)
 	}
 	d.Forwarded = fwd
+	// s.Fields is index-aligned with fields.
+	crossed := make([]msgtypes.Field, 0, len(allowed))
+	for i, f := range fields {
+		if s.Fields[i].Action != Deny {
+			crossed = append(crossed, f)
+		}
+	}
 	m := c.Message
-	m.Body, m.Fields = fwd, s.crossing()
-	r, err := RecipientSide(ctx, m, c.RecipientRelationship, c.Sets.RecipientOrg, c.Sets.Recipient, c.RecipientAgentClasses)
+	m.Body = fwd
+	r, err := recipientSide(ctx, m, c.RecipientRelationship, c.Sets.RecipientOrg, c.Sets.Recipient, c.RecipientAgentClasses, crossed)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -88,9 +110,17 @@ func Merge(sender, recipient Result, withhold bool) Result {
 		byPointer[f.Pointer] = f
 	}
 	for _, f := range sender.Fields {
-		if r, ok := byPointer[f.Pointer]; ok && f.Action != Deny {
-			r.Reasons = reasons(r.Reasons)
-			f = r
+		if f.Action != Deny {
+			if r, ok := byPointer[f.Pointer]; ok {
+				r.Reasons = reasons(r.Reasons)
+				f = r
+			} else {
+				// The recipient side refused the whole message before
+				// deciding any field (blocked, stranger): the field did not
+				// cross, for the message's reasons.
+				f.Action = Deny
+				f.Reasons = reasons(recipient.Reasons)
+			}
 		}
 		out.Fields = append(out.Fields, f)
 	}
@@ -115,22 +145,6 @@ func publicReasons(rs []Reason) []Reason {
 			r.PolicyID = ""
 		}
 		out[i] = r
-	}
-	return out
-}
-
-// crossing are the fields the sender side let through, free text as
-// normalized.
-func (r Result) crossing() []msgtypes.Field {
-	out := make([]msgtypes.Field, 0, len(r.fields))
-	for i, f := range r.fields {
-		if r.Fields[i].Action == Deny {
-			continue
-		}
-		if t, ok := r.Normalized[f.Pointer]; ok {
-			f.Value = t
-		}
-		out = append(out, f)
 	}
 	return out
 }

@@ -116,8 +116,6 @@ type Result struct {
 	// Normalized holds the normalized text of each allowed free-text
 	// field: what crosses instead of the text as sent (Project uses it).
 	Normalized map[string]string `json:"-"`
-	// fields are the body's fields as this stage found them.
-	fields []msgtypes.Field
 }
 
 // Allowed are the pointers of the fields that cross (allowed or held).
@@ -132,15 +130,11 @@ func (r Result) Allowed() []string {
 }
 
 // Message is what both stages decide about. Body is the opened body as
-// the stage receives it. Fields, when set, are its fields as an earlier
-// stage of this broker validated and listed them (Decide hands the
-// recipient side the sender side's crossing fields): a body the sender
-// side thinned out may lack a field its schema requires, so it is not
-// validated again. Without Fields the stage validates Body.
+// the stage receives it (for the recipient side, what the sender side let
+// through).
 type Message struct {
 	Type      *msgtypes.Type
 	Body      []byte
-	Fields    []msgtypes.Field
 	Agent     rules.Agent
 	Sender    rules.Side
 	Recipient rules.Side
@@ -174,18 +168,29 @@ func refuse(code string) Result {
 // check (the body's schema, blocks, strangers, the free-text cap, DLP). rel
 // is the relationship of the two sides as this broker knows it.
 func SenderSide(ctx context.Context, m Message, rel relationships.State, sender, senderOrg *rules.Compiled) (Result, error) {
+	return senderSide(ctx, m, rel, sender, senderOrg, nil)
+}
+
+func senderSide(ctx context.Context, m Message, rel relationships.State, sender, senderOrg *rules.Compiled, fields []msgtypes.Field) (Result, error) {
 	if sender == nil || senderOrg == nil {
 		return Result{}, errors.New("decision: the sender side needs the sender's and the sender organization's sets")
 	}
-	return stage(ctx, m, rel, rules.Parties{Sender: sender, SenderOrg: senderOrg}, nil)
+	return stage(ctx, m, rel, rules.Parties{Sender: sender, SenderOrg: senderOrg}, nil, fields)
 }
 
 // RecipientSide decides what reaches the recipient and how: the recipient
 // organization's and the recipient's sets and the remaining hard rules.
 // agentClasses are the trust classes of the recipient's agents; nil means
 // unknown, and then both are assumed (the cautious choice: confidential
-// fields are held for consumer-class agents).
+// fields are held for consumer-class agents). m.Body is checked against
+// its type, so a body another broker's sender side trimmed of a required
+// member no longer passes; Decide, for a recipient on this broker, decides
+// on the fields it already checked instead.
 func RecipientSide(ctx context.Context, m Message, rel relationships.State, recipientOrg, recipient *rules.Compiled, agentClasses []string) (Result, error) {
+	return recipientSide(ctx, m, rel, recipientOrg, recipient, agentClasses, nil)
+}
+
+func recipientSide(ctx context.Context, m Message, rel relationships.State, recipientOrg, recipient *rules.Compiled, agentClasses []string, fields []msgtypes.Field) (Result, error) {
 	if recipientOrg == nil || recipient == nil {
 		return Result{}, errors.New("decision: the recipient side needs the recipient organization's and the recipient's sets")
 	}
@@ -197,28 +202,46 @@ func RecipientSide(ctx context.Context, m Message, rel relationships.State, reci
 			return Result{}, fmt.Errorf("decision: unknown trust class %q", c)
 		}
 	}
-	return stage(ctx, m, rel, rules.Parties{RecipientOrg: recipientOrg, Recipient: recipient}, agentClasses)
+	return stage(ctx, m, rel, rules.Parties{RecipientOrg: recipientOrg, Recipient: recipient}, agentClasses, fields)
 }
 
-// stage runs one side; agentClasses is nil on the sender side.
-func stage(ctx context.Context, m Message, rel relationships.State, sets rules.Parties, agentClasses []string) (Result, error) {
-	recipientSide := sets.Recipient != nil
+// checkBody validates the body against its type and lists its fields; a
+// non-nil Result is the refusal.
+func checkBody(m Message) ([]msgtypes.Field, *Result, error) {
 	if m.Type == nil {
-		return refuse(CodeUnknownType), nil
+		r := refuse(CodeUnknownType)
+		return nil, &r, nil
+	}
+	fields, err := m.Type.Check(m.Body)
+	if err != nil {
+		var ve msgtypes.ValidationErrors
+		if errors.As(err, &ve) {
+			r := refuse(CodeInvalidBody)
+			return nil, &r, nil
+		}
+		return nil, nil, fmt.Errorf("decision: %s body: %w", m.Type.Name(), err)
+	}
+	return fields, nil, nil
+}
+
+// stage runs one side; agentClasses is nil on the sender side. fields nil
+// means m.Body is checked against its type here; Decide passes the fields
+// it already checked instead (see there).
+func stage(ctx context.Context, m Message, rel relationships.State, sets rules.Parties, agentClasses []string, fields []msgtypes.Field) (Result, error) {
+	recipientSide := sets.Recipient != nil
+	if fields == nil {
+		var refused *Result
+		var err error
+		if fields, refused, err = checkBody(m); refused != nil || err != nil {
+			if refused != nil {
+				return *refused, nil
+			}
+			return Result{}, err
+		}
 	}
 	crel, err := cedarRelationship(rel)
 	if err != nil {
 		return Result{}, err
-	}
-	fields := m.Fields
-	if fields == nil {
-		if fields, err = m.Type.Check(m.Body); err != nil {
-			var ve msgtypes.ValidationErrors
-			if errors.As(err, &ve) {
-				return refuse(CodeInvalidBody), nil
-			}
-			return Result{}, fmt.Errorf("decision: %s body: %w", m.Type.Name(), err)
-		}
 	}
 	if crel == rules.RelBlocked {
 		return refuse(CodeBlocked), nil
@@ -242,7 +265,7 @@ func stage(ctx context.Context, m Message, rel relationships.State, sets rules.P
 		return Result{}, fmt.Errorf("decision: %w", err)
 	}
 
-	res := Result{Fields: make([]FieldVerdict, len(fields)), fields: fields}
+	res := Result{Fields: make([]FieldVerdict, len(fields))}
 	for i, f := range fields {
 		fv := FieldVerdict{Pointer: f.Pointer, Class: string(f.Class), FreeText: f.FreeText, Action: Allow}
 		for _, d := range verdicts[i].Denials {
@@ -271,6 +294,9 @@ func stage(ctx context.Context, m Message, rel relationships.State, sets rules.P
 		return res, nil
 	}
 
+	// Free text labels whatever carries it as untrusted, a held item as
+	// much as a view: the person who releases it reads the same text.
+	res.Untrusted = slices.ContainsFunc(res.Fields, func(f FieldVerdict) bool { return f.FreeText && f.Action != Deny })
 	// The recipient side: who sees what, and what waits for the person.
 	switch {
 	case isRequest:
@@ -357,9 +383,6 @@ func (r *Result) views(agentClasses []string) {
 		if f.Action != Allow {
 			continue
 		}
-		if f.FreeText {
-			r.Untrusted = true
-		}
 		all = append(all, f.Pointer)
 		if f.Class == rules.ClassConfidential {
 			confidential = append(confidential, f.Pointer)
@@ -371,12 +394,15 @@ func (r *Result) views(agentClasses []string) {
 	if company {
 		r.Views = append(r.Views, View{TrustClass: rules.TrustCompany, Pointers: all})
 	}
-	if slices.Contains(agentClasses, rules.TrustConsumer) {
+	consumerAgent := slices.Contains(agentClasses, rules.TrustConsumer)
+	if consumerAgent {
 		r.Views = append(r.Views, View{TrustClass: rules.TrustConsumer, Pointers: consumer})
-		if len(confidential) > 0 {
-			r.Held = append(r.Held, Held{Kind: HeldConfidentialFields, Pointers: confidential})
-			r.Reasons = append(r.Reasons, Reason{Party: PartyBroker, Code: CodeConfidentialHeld})
-		}
+	}
+	// Held for the person whenever an agent of theirs cannot see them: a
+	// consumer-class one, or none at all.
+	if len(confidential) > 0 && (consumerAgent || !company) {
+		r.Held = append(r.Held, Held{Kind: HeldConfidentialFields, Pointers: confidential})
+		r.Reasons = append(r.Reasons, Reason{Party: PartyBroker, Code: CodeConfidentialHeld})
 	}
 	if !company {
 		for i := range r.Fields {

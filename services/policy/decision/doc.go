@@ -26,7 +26,7 @@
 //     recipient opted in; their default template forbids it), at most 280
 //     code points after normalization (freetext), and with no blocking DLP
 //     finding (dlp_<detector>); flagged detectors are reported, never the
-//     text. A view with free text is labelled untrusted.
+//     text. A view or held item with free text is labelled untrusted.
 //   - Confidential fields go only to the recipient's company-class agents:
 //     a consumer-class agent's view leaves them out, and they are held for
 //     the person (HeldConfidentialFields).
