@@ -272,7 +272,7 @@ func stage(ctx context.Context, m Message, rel relationships.State, sets rules.P
 			fv.Reasons = append(fv.Reasons, Reason{Party: string(d.Party), PolicyID: d.PolicyID, Code: d.Reason})
 		}
 		if f.FreeText {
-			checkFreeText(&fv, f.Value, &res)
+			checkFreeText(&fv, f.Value, f.MaxLength, &res)
 		}
 		if len(fv.Reasons) > 0 {
 			fv.Action = Deny
@@ -319,9 +319,9 @@ func stage(ctx context.Context, m Message, rel relationships.State, sets rules.P
 
 // checkFreeText applies the cap and the DLP scan to an allowed free-text
 // value, adding reasons that deny it; the normalized text is what crosses.
-func checkFreeText(fv *FieldVerdict, value any, res *Result) {
+func checkFreeText(fv *FieldVerdict, value any, maxLength int, res *Result) {
 	s, _ := value.(string)
-	n, err := freetext.Check(s, true, freetext.MaxRunes)
+	n, err := freetext.Check(s, true, maxLength)
 	var fe *freetext.Error
 	if errors.As(err, &fe) {
 		fv.Reasons = append(fv.Reasons, Reason{Party: PartyBroker, Code: string(fe.Code)})
