@@ -76,7 +76,6 @@ func TestConfidentialToConsumerAgentIsHeld(t *testing.T) {
 	}
 }
 
-
 // A field the sender side withholds may be one the schema requires: the
 // recipient side decides on what crossed, it does not refuse the thinned
 // body as invalid.
