@@ -390,7 +390,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	ing.deniedPub(t, "$KV.PERM_SEEN.PERM_POLICY.abc")
 	fed.deniedPub(t, "$JS.API.DIRECT.GET.KV_PERM_DATAKEYS.$KV.PERM_DATAKEYS.example.org.p1")
 	fed.deniedPub(t, "$JS.API.STREAM.CREATE.KV_PERM_DATAKEYS")
-	pol.deniedPub(t, "$KV.PERM_DATAKEYS.example.org.p1") // policy only reads data keys
+	led.deniedPub(t, "$KV.PERM_DATAKEYS.example.org.p1") // the ledger only reads data keys
 	pol.deniedPub(t, "alp.deadletter.perm.ledger")       // only its own consumers' dead letters
 	// Readers of the identity projection create only ephemeral readers,
 	// and the other roles none.

@@ -160,15 +160,19 @@ func TestPermissionsStayInTheirLane(t *testing.T) {
 			t.Errorf("policy may not publish %s", want)
 		}
 	}
-	if slices.Contains(p.Publish, "$KV.ACME_DATAKEYS.a.org.*") {
-		t.Error("policy may write data keys")
+	if !slices.Contains(p.Publish, "$KV.ACME_DATAKEYS.a.org.*") {
+		t.Error("policy cannot seal for a recipient without a data key")
+	}
+	led, _ := PermissionsFor("acme", tenants, alpv1.Role_ROLE_LEDGER)
+	if slices.Contains(led.Publish, "$KV.ACME_DATAKEYS.a.org.*") {
+		t.Error("the ledger may write data keys")
 	}
 	ing, _ := PermissionsFor("acme", tenants, alpv1.Role_ROLE_INGRESS)
 	if !slices.Contains(ing.Publish, "$KV.ACME_DATAKEYS.b.example.*") {
 		t.Errorf("ingress cannot create data keys: %v", ing.Publish)
 	}
-	// The identity projection: identity, ingress, approvals, the ledger and
-	// policy follow the identity stream with ephemeral readers, and may do nothing else with
+	// The identity projection: identity, ingress, approvals, the ledger and policy follow the
+	// identity stream with ephemeral readers, and may do nothing else with
 	// consumers of that stream (no named or durable consumer, no ack, no
 	// delete); the other roles may not read it at all.
 	reader := []string{

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"context"
 	"sync/atomic"
 	"time"
 
@@ -27,9 +26,9 @@ type APIOptions struct {
 	// MaxStaleness of identity's revocations before every agent token is
 	// refused (default agentauth.DefaultMaxStaleness).
 	MaxStaleness time.Duration
-	// Auth, if set, checks agents' bearer credentials instead of a
-	// follower of policy's own: in all-in-one mode ingress's, so one
-	// process keeps one identity projection for agents' tokens.
+	// Auth, if set, checks agents' bearer credentials instead of the
+	// replica's own identity projection: in all-in-one mode ingress's, so
+	// one process checks agents' tokens one way.
 	Auth api.Authenticator
 	// Sessions lets signed-in people and admins use their web session;
 	// nil where identity runs in another process (split mode): the person
@@ -45,24 +44,22 @@ type apiState struct {
 	api atomic.Pointer[api.API]
 }
 
-// serveAPI builds the REST API on the open stores. Without o.Auth it
-// follows identity's stream (to check agents' tokens against revocations)
-// until ctx ends.
-func (s *Service) serveAPI(ctx context.Context) {
+// serveAPI builds the REST API on the open projections. Without o.Auth it
+// checks agents' tokens against the replica's own identity projection.
+func (s *Service) serveAPI() {
 	o := s.opts.API
+	st := s.state
 	auth := o.Auth
 	if auth == nil {
-		auth = agentauth.Follow(ctx, agentauth.FollowOptions{
-			Bus: s.Bus, Tenants: s.Tenants, Keys: s.Keys,
-			Issuers: o.Issuers, Resource: o.Resource, ResourceMetadataURL: o.ResourceMetadataURL,
-			MaxStaleness: o.MaxStaleness, Logger: s.Logger,
+		auth = agentauth.NewAuthenticator(st.people, agentauth.FollowOptions{
+			Tenants: s.Tenants, Keys: s.Keys, Issuers: o.Issuers, Resource: o.Resource,
+			ResourceMetadataURL: o.ResourceMetadataURL, MaxStaleness: o.MaxStaleness,
 		})
 	}
-	st := s.stores
 	s.api.api.Store(api.New(api.Options{
 		Ready:         s.Ready,
-		Relationships: st.Relationships, Rules: st.Rules, Types: st.Types,
-		MaxRuleBytes: st.Engine.Limits().MaxBytes,
+		Relationships: st.rels, Rules: st.rules, Types: st.types,
+		MaxRuleBytes: st.engine.Limits().MaxBytes,
 		Auth:         auth, Sessions: o.Sessions, AdminRole: o.AdminRole,
 		Logger: s.Logger.With("component", "api"),
 	}))

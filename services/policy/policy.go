@@ -1,12 +1,15 @@
 // Package policy decides, per field, what of a message may cross. Policy
-// workers are stateless and share one durable consumer on the policy work
-// queue, so SREs scale them by adding replicas.
+// workers share one durable consumer on the policy work queue and keep no
+// state of their own beyond projections every replica rebuilds (people,
+// relationships, rule sets, organizations' types), so SREs scale them by
+// adding replicas; a replica is not ready while a projection is stale.
 //
-// With no rules to evaluate (docs/architecture.md, "Services today", says
-// what is still to come), every message meets alpd's default: deny, with a
-// reason naming the broker rule. The consumer, the Decided event, its
-// idempotency and the envelope hop are the ones rules plug into
-// (docs/message-path.md follows a message through them).
+// For each SendRequested the worker opens the body in memory, runs the
+// sender side and, for a recipient hosted here, the recipient side
+// (services/policy/decision), and publishes the recipient's Deliverable
+// (views and held items sealed with the recipient's data key) before the
+// sender's Decided (docs/message-path.md follows a message through them).
+// Nothing in clear reaches a stream.
 package policy
 
 import (
@@ -18,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	nlipv1 "github.com/alpd-project/alpd/gen/alp/nlip/v1"
 	policyv1 "github.com/alpd-project/alpd/gen/alp/policy/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
@@ -30,12 +34,14 @@ import (
 type Service struct {
 	service.Base
 	policyv1.UnimplementedPolicyServiceServer
-	opts Options
-	// stores are the replica's projections of the policy stream (nil
-	// before Start).
-	stores *stores
-	api    apiState
+	opts  Options
+	state *state
+	api   apiState
 }
+
+// DefaultMaxStaleness is how long a projection may go unconfirmed before
+// the replica stops being ready.
+const DefaultMaxStaleness = 10 * time.Second
 
 // Options are policy's own settings.
 type Options struct {
@@ -57,35 +63,18 @@ func New(d service.Deps, o Options) *Service {
 	return &Service{Base: service.NewBase(alpv1.Role_ROLE_POLICY, d), opts: o}
 }
 
-// Ready adds the freshness of every projection to the base checks, naming
-// each stale one.
-func (s *Service) Ready() error {
-	base := s.Base.Ready()
-	st := s.stores
-	if st == nil {
-		return errors.Join(base, errors.New("policy: stores not open"))
-	}
-	return errors.Join(base, st.fresh(s.opts.MaxStaleness))
-}
-
 // Start creates policy's streams, opens its projections, starts the
 // workers and serves the REST API.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.EnsureOwnedStreams(ctx); err != nil {
 		return err
 	}
-	st, err := openStores(ctx, s.Bus, s.Tenants, s.Logger)
+	st, err := s.openState(ctx)
 	if err != nil {
 		return err
 	}
-	s.stores = st
-	go func() {
-		<-ctx.Done()
-		// Workers finish what they pulled with the projections still
-		// following; then they stop.
-		<-s.Stopped()
-		st.close()
-	}()
+	s.state = st
+	context.AfterFunc(ctx, st.close)
 	for _, c := range streams.OwnedConsumers(s.Role(), 0) {
 		spec := c.Spec()
 		spec.Workers = s.opts.Workers
@@ -94,9 +83,19 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	s.serveAPI(ctx)
+	s.serveAPI()
 	s.MarkStarted()
 	return nil
+}
+
+// Ready adds the freshness of every projection to the base checks, naming
+// each stale one (what /readyz?verbose=1 shows).
+func (s *Service) Ready() error {
+	base := s.Base.Ready()
+	if s.state == nil {
+		return errors.Join(base, errors.New("policy: projections not open"))
+	}
+	return errors.Join(base, s.state.fresh(s.opts.MaxStaleness))
 }
 
 // RegisterGRPC registers the policy gRPC API.
@@ -130,19 +129,37 @@ func (s *Service) decideSend(ctx context.Context, cause *alpv1.Event, req *alpv1
 		return bus.Permanent(err)
 	}
 	hop := envelope.Begin(alpv1.Role_ROLE_POLICY, "decide")
+	v, err := s.decide(ctx, tenant, req, env)
+	if err != nil {
+		return err
+	}
 	hop.End(env)
 
+	if v.deliverable != nil {
+		// The recipient's deliverable is stored before the sender hears
+		// the outcome. One per recipient and envelope: a redelivered
+		// SendRequested finds it there and goes on to the Decided.
+		dsubj, err := streams.DeliverSubject(v.recipient.tenant, v.recipient.personID, env.GetId())
+		if err != nil {
+			return bus.Permanent(err)
+		}
+		// Only the ALP header crosses: the agent's NLIP parts were for its
+		// own broker and stay sealed to the sender.
+		header := proto.CloneOf(env)
+		header.Body, header.SealedBody = nil, nil
+		proto.ClearExtension(header, nlipv1.E_Nlip)
+		v.deliverable.Envelope = header
+		ev := s.NewEvent("deliverable", v.recipient.tenant, cause, env.GetId(), nil)
+		ev.Body = &alpv1.Event_Deliverable{Deliverable: v.deliverable}
+		if _, err := s.Bus.Append(ctx, dsubj, 0, ev); err != nil && !errors.Is(err, bus.ErrConflict) {
+			return err
+		}
+	}
+
+	v.decided.Envelope = env
+	v.decided.SenderPersonId = req.GetSenderPersonId()
 	ev := s.NewEvent("decided", tenant, cause, env.GetId(), nil)
-	ev.Body = &alpv1.Event_Decided{Decided: &alpv1.Decided{
-		Envelope:       env,
-		Outcome:        alpv1.Outcome_OUTCOME_REFUSE,
-		SenderPersonId: req.GetSenderPersonId(),
-		Reasons: []*alpv1.Reason{{
-			Party:   "broker",
-			Rule:    "default-deny",
-			Message: "no policy rule allows this message; alpd denies by default",
-		}},
-	}}
+	ev.Body = &alpv1.Event_Decided{Decided: v.decided}
 	_, err = s.Bus.Publish(ctx, subject, ev)
 	return err
 }

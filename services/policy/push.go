@@ -26,7 +26,7 @@ const OperatorMetadata = "alp-operator"
 // new version of any party's set (rulestore.ByOperator). The caller's
 // right to do so is the gRPC authorization table's (operators only).
 func (s *Service) PushRuleSet(ctx context.Context, req *policyv1.PushRuleSetRequest) (*policyv1.PushRuleSetResponse, error) {
-	st := s.stores
+	st := s.state
 	if st == nil {
 		return nil, status.Error(codes.Unavailable, "policy: not started")
 	}
@@ -42,24 +42,24 @@ func (s *Service) PushRuleSet(ctx context.Context, req *policyv1.PushRuleSetRequ
 		// The pushed text is the truth: replace whatever is current. A
 		// write landing in between still makes Put refuse this one.
 		if !party.Valid() {
-			return nil, refusal(&rules.ValidationError{Party: party, Problems: []rules.Problem{{Code: rules.CodeUnknownParty,
+			return nil, pushRefusal(&rules.ValidationError{Party: party, Problems: []rules.Problem{{Code: rules.CodeUnknownParty,
 				Message: fmt.Sprintf("unknown party %q: want sender, sender_org, recipient_org or recipient", party)}}})
 		}
-		cur, err := st.Rules.Get(tenant, party, owner)
+		cur, err := st.rules.Get(tenant, party, owner)
 		if err != nil {
-			return nil, refusal(err)
+			return nil, pushRefusal(err)
 		}
 		expect = cur.Version
 	}
 	by := rulestore.Author{Writer: rulestore.ByOperator, ID: operatorName(ctx)}
-	version, err := st.Rules.Put(ctx, tenant, party, owner, []byte(req.GetText()), by, expect)
+	version, err := st.rules.Put(ctx, tenant, party, owner, []byte(req.GetText()), by, expect)
 	if err != nil {
 		s.Logger.InfoContext(ctx, "operator's rule set refused", "tenant", tenant, "party", party, "owner", owner, "operator", by.ID, "err", err)
-		return nil, refusal(err)
+		return nil, pushRefusal(err)
 	}
-	v, err := st.Rules.Get(tenant, party, owner)
+	v, err := st.rules.Get(tenant, party, owner)
 	if err != nil {
-		return nil, refusal(err)
+		return nil, pushRefusal(err)
 	}
 	s.Logger.InfoContext(ctx, "operator's rule set stored", "tenant", tenant, "party", party, "owner", owner, "version", version, "operator", by.ID)
 	return &policyv1.PushRuleSetResponse{Version: version, Digest: v.Digest}, nil
@@ -78,9 +78,9 @@ func operatorName(ctx context.Context) string {
 	return "in-process caller"
 }
 
-// refusal maps a rulestore error to a status, with a RuleSetRefused detail
+// pushRefusal maps a rulestore error to a status, with a RuleSetRefused detail
 // for a refused text or version.
-func refusal(err error) error {
+func pushRefusal(err error) error {
 	var ve *rules.ValidationError
 	var ce *rulestore.ConflictError
 	switch {

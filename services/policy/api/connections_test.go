@@ -3,13 +3,19 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/alpd-project/alpd/broker"
-	"github.com/alpd-project/alpd/internal/brokertest"
+	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/keystore"
+	"github.com/alpd-project/alpd/internal/natstest"
+	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/policy/relationships"
 )
@@ -144,9 +150,34 @@ func (e *httpError) Error() string { return e.a.String() }
 // cannot be checked: the person and admin routes say so (503
 // web_sessions_unavailable), and /v1/rules asks for a bearer token.
 func TestWithoutIdentityInTheProcess(t *testing.T) {
-	r := brokertest.Start(t, broker.Config{Tenants: []string{tenant}, Services: []string{"policy"}})
+	// Identity runs elsewhere and has created its stream, which policy
+	// follows.
+	nc := natstest.Connect(t, natstest.RunJetStream(t))
+	ib, err := bus.New(nc, bus.Options{Namespace: "alpd", Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := streams.ByName(streams.Identity)
+	if _, err := ib.EnsureStream(context.Background(), id.Spec([]string{tenant}, streams.Limits{})); err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.New(broker.Config{Name: "alpd", Tenants: []string{tenant}, Services: []string{"policy"}},
+		broker.Deps{NATS: nc, KeyStore: keystore.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if <-b.Started(); b.StartError() != nil {
+		t.Fatal(b.StartError())
+	}
+	testkit.Eventually(t, 10*time.Second, b.Ready, "policy alone ready")
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
 	for _, path := range []string{"/v1/connections", "/v1/blocks", "/v1/admin/policies/sender_org", "/v1/admin/types", "/v1/admin/relationships"} {
-		resp, err := http.Get(r.Srv.URL + path)
+		resp, err := http.Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,9 +186,9 @@ func TestWithoutIdentityInTheProcess(t *testing.T) {
 			t.Errorf("GET %s: %d, want 503", path, resp.StatusCode)
 		}
 	}
-	a := do(t, http.DefaultClient, mustReq(t, http.MethodGet, r.Srv.URL+"/v1/connections"))
+	a := do(t, http.DefaultClient, mustReq(t, http.MethodGet, srv.URL+"/v1/connections"))
 	want(t, "GET /v1/connections", a, http.StatusServiceUnavailable, "web_sessions_unavailable")
-	a = do(t, http.DefaultClient, mustReq(t, http.MethodGet, r.Srv.URL+"/v1/rules"))
+	a = do(t, http.DefaultClient, mustReq(t, http.MethodGet, srv.URL+"/v1/rules"))
 	if a.Status != http.StatusUnauthorized && a.Status != http.StatusServiceUnavailable || !strings.Contains(a.Header.Get("WWW-Authenticate"), "Bearer") {
 		t.Fatalf("GET /v1/rules with no token: %s %v; want the bearer challenge", a, a.Header)
 	}

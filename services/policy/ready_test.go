@@ -14,6 +14,7 @@ import (
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
 	"github.com/alpd-project/alpd/internal/service"
+	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/policy"
 )
@@ -28,18 +29,23 @@ func startPolicy(t *testing.T, maxStaleness time.Duration) (*policy.Service, fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := policy.New(service.Deps{Bus: b, Keys: keystore.NewMemory(), Tenants: []string{"example.org", "other.example"}},
-		policy.Options{MaxStaleness: maxStaleness})
+	tenants := []string{"example.org", "other.example"}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	// Policy follows identity's stream, which identity creates.
+	id, _ := streams.ByName(streams.Identity)
+	if _, err := b.EnsureStream(ctx, id.Spec(tenants, streams.Limits{})); err != nil {
+		t.Fatal(err)
+	}
+	s := policy.New(service.Deps{Bus: b, Keys: keystore.NewMemory(), Tenants: tenants}, policy.Options{MaxStaleness: maxStaleness})
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return s, srv.Shutdown
 }
 
-// A policy replica is ready only while each of its projections
-// (relationships, rule sets, message types) is fresh: once its NATS goes
+// A policy replica is ready only while each of its projections (people,
+// relationships, rule sets, message types) is fresh: once its NATS goes
 // away it is not ready, and the reason names every stale projection (what
 // /readyz?verbose=1 shows).
 func TestNotReadyWhileProjectionsAreStale(t *testing.T) {
@@ -51,8 +57,8 @@ func TestNotReadyWhileProjectionsAreStale(t *testing.T) {
 		if err == nil {
 			return errors.New("still ready without NATS")
 		}
-		for _, name := range []string{"relationships projection", "rule sets projection", "message types projection"} {
-			if !strings.Contains(err.Error(), name+": projection: stale") {
+		for _, name := range []string{"identity", "relationships", "rules", "types"} {
+			if !strings.Contains(err.Error(), "policy: "+name+" projection: ") {
 				return errors.New("the reason does not name the stale " + name + ": " + err.Error())
 			}
 		}
