@@ -174,7 +174,9 @@ var batchReaders = map[alpv1.Role][]string{
 // wait for their own events), by ingress (token revocation checks, fail
 // closed when stale), by approvals (people signing in to decide) and by the
 // ledger (people and agents reading their ledger, same checks as ingress)
-// and by policy (resolving recipients' addresses and people's roles).
+// and by policy (resolving recipients' addresses and people's roles, and
+// checking the tokens of agents reading and tightening their person's
+// rules where ingress does not run in the same process).
 // Policy follows its own state (services/policy/relationships: every
 // replica keeps the relationships fresh, and is not ready while stale; and
 // internal/msgtypes/typestore, the organizations' message types on the

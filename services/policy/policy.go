@@ -34,23 +34,37 @@ import (
 type Service struct {
 	service.Base
 	policyv1.UnimplementedPolicyServiceServer
-	workers int
-	// MaxStaleness of the projections before the replica is not ready.
-	maxStaleness time.Duration
-	state        *state
+	opts  Options
+	state *state
+	api   apiState
 }
 
 // DefaultMaxStaleness is how long a projection may go unconfirmed before
 // the replica stops being ready.
 const DefaultMaxStaleness = 10 * time.Second
 
-// New builds the policy service; workers is the number of concurrent
-// handler loops in this process (default 1).
-func New(d service.Deps, workers int) *Service {
-	return &Service{Base: service.NewBase(alpv1.Role_ROLE_POLICY, d), workers: workers, maxStaleness: DefaultMaxStaleness}
+// Options are policy's own settings.
+type Options struct {
+	// Workers is the number of concurrent handler loops in this process
+	// (default 1).
+	Workers int
+	// MaxStaleness of the projections before the replica is not ready
+	// (default DefaultMaxStaleness).
+	MaxStaleness time.Duration
+	// API configures the REST endpoints (api_wiring.go).
+	API APIOptions
 }
 
-// Start creates the decided stream and the work queue and starts the workers.
+// New builds the policy service.
+func New(d service.Deps, o Options) *Service {
+	if o.MaxStaleness <= 0 {
+		o.MaxStaleness = DefaultMaxStaleness
+	}
+	return &Service{Base: service.NewBase(alpv1.Role_ROLE_POLICY, d), opts: o}
+}
+
+// Start creates policy's streams, opens its projections, starts the
+// workers and serves the REST API.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.EnsureOwnedStreams(ctx); err != nil {
 		return err
@@ -63,25 +77,25 @@ func (s *Service) Start(ctx context.Context) error {
 	context.AfterFunc(ctx, st.close)
 	for _, c := range streams.OwnedConsumers(s.Role(), 0) {
 		spec := c.Spec()
-		spec.Workers = s.workers
+		spec.Workers = s.opts.Workers
 		spec.EnsureStream = s.EnsureStream(c.Stream)
 		if err := s.Consume(ctx, spec, s.handle); err != nil {
 			return err
 		}
 	}
+	s.serveAPI()
 	s.MarkStarted()
 	return nil
 }
 
-// Ready adds the freshness of every projection to the base checks.
+// Ready adds the freshness of every projection to the base checks, naming
+// each stale one (what /readyz?verbose=1 shows).
 func (s *Service) Ready() error {
-	if err := s.Base.Ready(); err != nil {
-		return err
-	}
+	base := s.Base.Ready()
 	if s.state == nil {
-		return errors.New("policy: projections not open")
+		return errors.Join(base, errors.New("policy: projections not open"))
 	}
-	return s.state.fresh(s.maxStaleness)
+	return errors.Join(base, s.state.fresh(s.opts.MaxStaleness))
 }
 
 // RegisterGRPC registers the policy gRPC API.

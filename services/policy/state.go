@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,6 +28,9 @@ type state struct {
 	rels    *relationships.Store
 	rules   *rulestore.Store
 	types   *typestore.Store
+	// engine validates rule writes (rules uses it; the REST API bounds
+	// their bodies by its limit).
+	engine *rules.Engine
 }
 
 func (s *Service) openState(ctx context.Context) (*state, error) {
@@ -39,12 +43,11 @@ func (s *Service) openState(ctx context.Context) (*state, error) {
 		st.close()
 		return nil, fmt.Errorf("policy: relationships: %w", err)
 	}
-	engine, err := rules.New(rules.Limits{})
-	if err != nil {
+	if st.engine, err = rules.New(rules.Limits{}); err != nil {
 		st.close()
 		return nil, err
 	}
-	if st.rules, err = rulestore.Open(ctx, s.Bus, s.Tenants, engine, compiledSets, s.Logger); err != nil {
+	if st.rules, err = rulestore.Open(ctx, s.Bus, s.Tenants, st.engine, compiledSets, s.Logger); err != nil {
 		st.close()
 		return nil, fmt.Errorf("policy: rule sets: %w", err)
 	}
@@ -70,14 +73,19 @@ func (st *state) close() {
 	}
 }
 
-// fresh is nil while every projection confirmed within maxStaleness.
+// fresh is nil while every projection confirmed within maxStaleness;
+// otherwise it names each stale one, always in the same order.
 func (st *state) fresh(maxStaleness time.Duration) error {
-	for name, f := range map[string]func(time.Duration) error{
-		"identity": st.people.Fresh, "relationships": st.rels.Fresh, "rules": st.rules.Fresh, "types": st.types.Fresh,
+	var errs []error
+	for _, p := range []struct {
+		name  string
+		fresh func(time.Duration) error
+	}{
+		{"identity", st.people.Fresh}, {"relationships", st.rels.Fresh}, {"rules", st.rules.Fresh}, {"types", st.types.Fresh},
 	} {
-		if err := f(maxStaleness); err != nil {
-			return fmt.Errorf("%s projection: %w", name, err)
+		if err := p.fresh(maxStaleness); err != nil {
+			errs = append(errs, fmt.Errorf("policy: %s projection: %w", p.name, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

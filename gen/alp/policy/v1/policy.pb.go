@@ -126,6 +126,285 @@ func (x *PingResponse) GetReady() bool {
 	return false
 }
 
+type PushRuleSetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A tenant this broker hosts.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	// sender, sender_org, recipient_org or recipient.
+	Party string `protobuf:"bytes,2,opt,name=party" json:"party,omitempty"`
+	// Whose set: the person id for sender and recipient; the tenant (or empty)
+	// for sender_org and recipient_org.
+	Owner string `protobuf:"bytes,3,opt,name=owner" json:"owner,omitempty"`
+	// The Cedar policy set, whole.
+	Text string `protobuf:"bytes,4,opt,name=text" json:"text,omitempty"`
+	// The version the text replaces (0: the template, before the first
+	// write). Absent: whatever version is current (the pushed file is the
+	// truth); a write racing another is still refused.
+	ExpectVersion *uint64 `protobuf:"varint,5,opt,name=expect_version,json=expectVersion" json:"expect_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushRuleSetRequest) Reset() {
+	*x = PushRuleSetRequest{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushRuleSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushRuleSetRequest) ProtoMessage() {}
+
+func (x *PushRuleSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushRuleSetRequest.ProtoReflect.Descriptor instead.
+func (*PushRuleSetRequest) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PushRuleSetRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *PushRuleSetRequest) GetParty() string {
+	if x != nil {
+		return x.Party
+	}
+	return ""
+}
+
+func (x *PushRuleSetRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PushRuleSetRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *PushRuleSetRequest) GetExpectVersion() uint64 {
+	if x != nil && x.ExpectVersion != nil {
+		return *x.ExpectVersion
+	}
+	return 0
+}
+
+type PushRuleSetResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint64                 `protobuf:"varint,1,opt,name=version" json:"version,omitempty"`
+	// Hex SHA-256 of the text stored.
+	Digest        string `protobuf:"bytes,2,opt,name=digest" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushRuleSetResponse) Reset() {
+	*x = PushRuleSetResponse{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushRuleSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushRuleSetResponse) ProtoMessage() {}
+
+func (x *PushRuleSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushRuleSetResponse.ProtoReflect.Descriptor instead.
+func (*PushRuleSetResponse) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PushRuleSetResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *PushRuleSetResponse) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+// RuleSetRefused is the detail of a refused PushRuleSet.
+type RuleSetRefused struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The refusal's code: the first problem's (cedar_parse, missing_id,
+	// unknown_attribute …), or version_conflict.
+	Code     string            `protobuf:"bytes,1,opt,name=code" json:"code,omitempty"`
+	Problems []*RuleSetProblem `protobuf:"bytes,2,rep,name=problems" json:"problems,omitempty"`
+	// For version_conflict: the set's current version.
+	CurrentVersion uint64 `protobuf:"varint,3,opt,name=current_version,json=currentVersion" json:"current_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RuleSetRefused) Reset() {
+	*x = RuleSetRefused{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleSetRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleSetRefused) ProtoMessage() {}
+
+func (x *RuleSetRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleSetRefused.ProtoReflect.Descriptor instead.
+func (*RuleSetRefused) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RuleSetRefused) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *RuleSetRefused) GetProblems() []*RuleSetProblem {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+func (x *RuleSetRefused) GetCurrentVersion() uint64 {
+	if x != nil {
+		return x.CurrentVersion
+	}
+	return 0
+}
+
+// RuleSetProblem is one reason a set was refused (services/policy/rules).
+type RuleSetProblem struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Code     string                 `protobuf:"bytes,1,opt,name=code" json:"code,omitempty"`
+	Message  string                 `protobuf:"bytes,2,opt,name=message" json:"message,omitempty"`
+	PolicyId string                 `protobuf:"bytes,3,opt,name=policy_id,json=policyId" json:"policy_id,omitempty"`
+	// 1-based; 0 when the problem concerns the whole set.
+	Line          uint32 `protobuf:"varint,4,opt,name=line" json:"line,omitempty"`
+	Column        uint32 `protobuf:"varint,5,opt,name=column" json:"column,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleSetProblem) Reset() {
+	*x = RuleSetProblem{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleSetProblem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleSetProblem) ProtoMessage() {}
+
+func (x *RuleSetProblem) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleSetProblem.ProtoReflect.Descriptor instead.
+func (*RuleSetProblem) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RuleSetProblem) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *RuleSetProblem) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *RuleSetProblem) GetPolicyId() string {
+	if x != nil {
+		return x.PolicyId
+	}
+	return ""
+}
+
+func (x *RuleSetProblem) GetLine() uint32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *RuleSetProblem) GetColumn() uint32 {
+	if x != nil {
+		return x.Column
+	}
+	return 0
+}
+
 var File_alp_policy_v1_policy_proto protoreflect.FileDescriptor
 
 const file_alp_policy_v1_policy_proto_rawDesc = "" +
@@ -136,9 +415,29 @@ const file_alp_policy_v1_policy_proto_rawDesc = "" +
 	"\fPingResponse\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x14\n" +
-	"\x05ready\x18\x03 \x01(\bR\x05ready2P\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready\"\x9a\x01\n" +
+	"\x12PushRuleSetRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05party\x18\x02 \x01(\tR\x05party\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12,\n" +
+	"\x0eexpect_version\x18\x05 \x01(\x04B\x05\xaa\x01\x02\b\x01R\rexpectVersion\"G\n" +
+	"\x13PushRuleSetResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\"\x88\x01\n" +
+	"\x0eRuleSetRefused\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x129\n" +
+	"\bproblems\x18\x02 \x03(\v2\x1d.alp.policy.v1.RuleSetProblemR\bproblems\x12'\n" +
+	"\x0fcurrent_version\x18\x03 \x01(\x04R\x0ecurrentVersion\"\x87\x01\n" +
+	"\x0eRuleSetProblem\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
+	"\tpolicy_id\x18\x03 \x01(\tR\bpolicyId\x12\x12\n" +
+	"\x04line\x18\x04 \x01(\rR\x04line\x12\x16\n" +
+	"\x06column\x18\x05 \x01(\rR\x06column2\xa6\x01\n" +
 	"\rPolicyService\x12?\n" +
-	"\x04Ping\x12\x1a.alp.policy.v1.PingRequest\x1a\x1b.alp.policy.v1.PingResponseB\xb4\x01\n" +
+	"\x04Ping\x12\x1a.alp.policy.v1.PingRequest\x1a\x1b.alp.policy.v1.PingResponse\x12T\n" +
+	"\vPushRuleSet\x12!.alp.policy.v1.PushRuleSetRequest\x1a\".alp.policy.v1.PushRuleSetResponseB\xb4\x01\n" +
 	"\x11com.alp.policy.v1B\vPolicyProtoP\x01Z7github.com/alpd-project/alpd/gen/alp/policy/v1;policyv1\xa2\x02\x03APX\xaa\x02\rAlp.Policy.V1\xca\x02\rAlp\\Policy\\V1\xe2\x02\x19Alp\\Policy\\V1\\GPBMetadata\xea\x02\x0fAlp::Policy::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
 var (
@@ -153,22 +452,29 @@ func file_alp_policy_v1_policy_proto_rawDescGZIP() []byte {
 	return file_alp_policy_v1_policy_proto_rawDescData
 }
 
-var file_alp_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_alp_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_alp_policy_v1_policy_proto_goTypes = []any{
-	(*PingRequest)(nil),  // 0: alp.policy.v1.PingRequest
-	(*PingResponse)(nil), // 1: alp.policy.v1.PingResponse
-	(*v1.Envelope)(nil),  // 2: alp.v1.Envelope
+	(*PingRequest)(nil),         // 0: alp.policy.v1.PingRequest
+	(*PingResponse)(nil),        // 1: alp.policy.v1.PingResponse
+	(*PushRuleSetRequest)(nil),  // 2: alp.policy.v1.PushRuleSetRequest
+	(*PushRuleSetResponse)(nil), // 3: alp.policy.v1.PushRuleSetResponse
+	(*RuleSetRefused)(nil),      // 4: alp.policy.v1.RuleSetRefused
+	(*RuleSetProblem)(nil),      // 5: alp.policy.v1.RuleSetProblem
+	(*v1.Envelope)(nil),         // 6: alp.v1.Envelope
 }
 var file_alp_policy_v1_policy_proto_depIdxs = []int32{
-	2, // 0: alp.policy.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
-	2, // 1: alp.policy.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
-	0, // 2: alp.policy.v1.PolicyService.Ping:input_type -> alp.policy.v1.PingRequest
-	1, // 3: alp.policy.v1.PolicyService.Ping:output_type -> alp.policy.v1.PingResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	6, // 0: alp.policy.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
+	6, // 1: alp.policy.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
+	5, // 2: alp.policy.v1.RuleSetRefused.problems:type_name -> alp.policy.v1.RuleSetProblem
+	0, // 3: alp.policy.v1.PolicyService.Ping:input_type -> alp.policy.v1.PingRequest
+	2, // 4: alp.policy.v1.PolicyService.PushRuleSet:input_type -> alp.policy.v1.PushRuleSetRequest
+	1, // 5: alp.policy.v1.PolicyService.Ping:output_type -> alp.policy.v1.PingResponse
+	3, // 6: alp.policy.v1.PolicyService.PushRuleSet:output_type -> alp.policy.v1.PushRuleSetResponse
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_alp_policy_v1_policy_proto_init() }
@@ -182,7 +488,7 @@ func file_alp_policy_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_policy_v1_policy_proto_rawDesc), len(file_alp_policy_v1_policy_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
