@@ -72,6 +72,7 @@ func (b *Broker) ownRoutes() []httproute.Route {
 		{Method: http.MethodGet, Pattern: "/readyz", Handler: http.HandlerFunc(b.readyz), Caller: httproute.Public, BodyLimit: httproute.NoBody},
 		{Method: http.MethodPost, Pattern: "/v1/ops/trace", Handler: b.ops.wrap(b.traceHandler), Caller: httproute.Operator, BodyLimit: httproute.NoBody},
 		{Method: http.MethodPost, Pattern: PathPolicyPush, Handler: b.ops.wrap(b.policyPush), Caller: httproute.Operator, BodyLimit: policyPushBody},
+		{Method: http.MethodPost, Pattern: PathPolicyCheck, Handler: b.ops.wrap(b.policyCheck), Caller: httproute.Operator, BodyLimit: policyCheckBody},
 	}
 	if b.deps.Gatherer != nil {
 		routes = append(routes, httproute.Route{Method: http.MethodGet, Pattern: "/metrics", Caller: httproute.Public,

@@ -22,8 +22,12 @@ import (
 // FILE:line:column) or failed, 3 the operator token refused (401, 429),
 // 2 usage.
 func policyCmd(ctx context.Context, base *url.URL, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "check" {
+		return policyCheckCmd(ctx, base, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "push" {
 		fmt.Fprintln(stderr, "usage: alpctl policy push --tenant T --party P [--owner O] [--expect-version N] [--operator-token T] FILE")
+		fmt.Fprintln(stderr, "       alpctl policy check --tenant T --from ADDRESS --to ADDRESS --type TYPE [--trust-class C] [--recipient-agents C,C] [--operator-token T] BODY.json")
 		return 2
 	}
 	fs := flag.NewFlagSet("policy push", flag.ContinueOnError)
@@ -55,7 +59,7 @@ func policyCmd(ctx context.Context, base *url.URL, args []string, stdout, stderr
 		req.ExpectVersion = &v
 	}
 	body, _ := json.Marshal(req)
-	resp, answer, err := pushOnce(ctx, base, *token, body)
+	resp, answer, err := opsPost(ctx, base.JoinPath("v1", "ops", "policy", "push"), *token, body)
 	if err != nil {
 		fmt.Fprintln(stderr, "alpctl:", err)
 		return 1
@@ -76,10 +80,10 @@ func policyCmd(ctx context.Context, base *url.URL, args []string, stdout, stderr
 	return 0
 }
 
-// pushOnce posts the push, waiting out the operator's rate limit (429 with
-// Retry-After) a few times: a GitOps run pushes several sets in a row.
-func pushOnce(ctx context.Context, base *url.URL, token string, body []byte) (*http.Response, []byte, error) {
-	u := base.JoinPath("v1", "ops", "policy", "push")
+// opsPost posts to an operator endpoint, waiting out the operator's rate
+// limit (429 with Retry-After) a few times: a GitOps run pushes several
+// sets in a row, a script checks several messages.
+func opsPost(ctx context.Context, u *url.URL, token string, body []byte) (*http.Response, []byte, error) {
 	for attempt := 1; ; attempt++ {
 		resp, answer, err := call(ctx, http.MethodPost, u, token, body)
 		if err != nil || resp.StatusCode != http.StatusTooManyRequests || attempt == 5 {

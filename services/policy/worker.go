@@ -79,13 +79,15 @@ type evaluation struct {
 	sender    side
 	recipient side
 	versions  []string
+	// The relationship as each side saw it.
+	senderRel, recipientRel relationships.State
 }
 
 // evaluate resolves the recipient, gathers every party's set and the
 // relationships, and runs the message through the sender side and, for a
 // recipient on this broker, the recipient side. sender.roles is filled in
 // here. An error is transient (a projection unavailable).
-func (st *state) evaluate(ctx context.Context, sender side, agent rules.Agent, to, typeName string, body []byte) (evaluation, error) {
+func (st *state) evaluate(ctx context.Context, sender side, agent rules.Agent, to, typeName string, body []byte, recipientAgentClasses []string) (evaluation, error) {
 	ev := evaluation{sender: sender}
 	refuse := func(code, msg string) (evaluation, error) {
 		ev.refused = &refusal{code, msg}
@@ -125,10 +127,11 @@ func (st *state) evaluate(ctx context.Context, sender side, agent rules.Agent, t
 	if err != nil {
 		return ev, err
 	}
+	ev.senderRel, ev.recipientRel = senderRel, recipientRel
 
 	if recipient.local() {
 		ev.d, err = decision.Decide(ctx, decision.Case{Message: msg, SenderRelationship: senderRel,
-			RecipientRelationship: recipientRel, Sets: sets})
+			RecipientRelationship: recipientRel, Sets: sets, RecipientAgentClasses: recipientAgentClasses})
 	} else {
 		ev.d.Sender, err = decision.SenderSide(ctx, msg, senderRel, sets.Sender, sets.SenderOrg)
 		ev.d.Combined = ev.d.Sender
@@ -166,7 +169,7 @@ func (s *Service) decide(ctx context.Context, tenant string, req *alpv1.SendRequ
 	}
 	ev, err := st.evaluate(ctx, side{tenant: tenant, address: env.GetFrom(), personID: req.GetSenderPersonId()},
 		rules.Agent{ID: env.GetFromAgent(), Person: req.GetSenderPersonId(), TrustClass: trustClass, Tenant: tenant},
-		env.GetTo(), env.GetType(), body)
+		env.GetTo(), env.GetType(), body, nil)
 	if err != nil {
 		return verdict{}, err
 	}
