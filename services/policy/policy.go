@@ -74,15 +74,24 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.state = st
-	context.AfterFunc(ctx, st.close)
 	for _, c := range streams.OwnedConsumers(s.Role(), 0) {
 		spec := c.Spec()
 		spec.Workers = s.opts.Workers
 		spec.EnsureStream = s.EnsureStream(c.Stream)
 		if err := s.Consume(ctx, spec, s.handle); err != nil {
+			st.close()
 			return err
 		}
 	}
+	// The projections close once the workers have drained: a decision in
+	// flight at shutdown still reads them (and records a connection
+	// request) rather than failing into a redelivery.
+	stopped := s.Stopped()
+	go func() {
+		<-ctx.Done()
+		<-stopped
+		st.close()
+	}()
 	s.serveAPI()
 	s.MarkStarted()
 	return nil
