@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/mod/sumdb/tlog"
@@ -268,4 +269,58 @@ func (s *Store) FindEnvelope(ctx context.Context, tenant, person, envelopeID str
 		end = start
 	}
 	return 0, nil, fmt.Errorf("%w: envelope %s is not in the log of %s/%s", storage.ErrInvalid, envelopeID, tenant, person)
+}
+
+// tailChunk is how many leaves HasLeafOf reads at a time, from the end.
+const tailChunk = 32
+
+// HasLeafOf reports whether the person's log holds the leaf that source
+// caused (Request.SourceID of its append), looking among the leaves
+// stored at or after since (stream time), newest first. The ledger's
+// writer records a decision only after its envelope's entry: a leaf found
+// in this process's recent appends costs no read beyond bringing the log
+// up to date; otherwise the tail is read back until a leaf older than
+// since.
+func (s *Store) HasLeafOf(ctx context.Context, tenant, person, source string, since time.Time) (bool, error) {
+	msgID := MsgID(source)
+	found := false
+	err := s.withLog(ctx, tenant, person, func(ls *logState) error {
+		if ls.remembers(msgID) {
+			found = true
+			return nil
+		}
+		get := kvGet(s.trees)
+		for end := ls.tree.size; end > 0 && !found; {
+			start := max(end-tailChunk, 0)
+			seq, err := ls.tree.seqOf(ctx, get, start)
+			if err != nil {
+				return err
+			}
+			older := false
+			n := int64(0)
+			err = s.readFrom(ctx, ls.subject, seq, 0, func(m *jetstream.RawStreamMsg) bool {
+				lm, err := decodeLeaf(m)
+				if err == nil && lm.msgID == msgID {
+					found = true
+				}
+				if m.Time.Before(since) {
+					older = true
+				}
+				n++
+				return !found && start+n < end
+			})
+			if err != nil {
+				return fmt.Errorf("ledger: looking for the leaf of %s in %s: %w", source, ls.subject, err)
+			}
+			if older {
+				break
+			}
+			end = start
+		}
+		return nil
+	})
+	if errors.Is(err, storage.ErrNoLog) {
+		return false, nil
+	}
+	return found, err
 }

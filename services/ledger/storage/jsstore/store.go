@@ -287,6 +287,32 @@ type logState struct {
 	// Under Store.mu.
 	el   *list.Element
 	refs int
+
+	// recent are the message ids of the last leaves found in the log
+	// (applied to the tree, or recognised as stored by an earlier
+	// attempt), a ring under mu: HasLeafOf answers from it without reading
+	// the stream when the leaf is one of them.
+	recent     [recentLeaves]string
+	recentNext int
+}
+
+// recentLeaves is how many leaf message ids a log remembers: a decision
+// follows its envelope's entry within a few leaves.
+const recentLeaves = 16
+
+// remember records the message id of a leaf just applied to the tree.
+func (ls *logState) remember(msgID string) {
+	ls.recent[ls.recentNext%recentLeaves] = msgID
+	ls.recentNext++
+}
+
+func (ls *logState) remembers(msgID string) bool {
+	for _, id := range ls.recent {
+		if id == msgID {
+			return true
+		}
+	}
+	return false
 }
 
 // acquire returns the person's log state, pinned in memory until release.
