@@ -112,6 +112,11 @@ type Error struct {
 	RetryAfter int
 	// Challenge is the WWW-Authenticate value of a 401 or 403.
 	Challenge string
+	// Errors, for a request that fails several checks at once (a body
+	// against its schema), lists every failure as a JSON array of objects
+	// (each with its pointer and what failed); it is sent as the "errors"
+	// member. nil otherwise.
+	Errors any
 	// Cause is logged by whoever answers, never sent.
 	Cause error
 }
@@ -143,7 +148,7 @@ func (e *Error) SetHeaders(h http.Header) {
 
 // Problem is the body of every error answer: RFC 9457 problem details with
 // the "about:blank" type (so Title is the status's text) and the extension
-// members code, pointer and retry_after.
+// members code, pointer, retry_after and errors.
 type Problem struct {
 	// Type is omitted ("about:blank"): Code tells problems apart.
 	Type       string `json:"type,omitempty"`
@@ -153,6 +158,8 @@ type Problem struct {
 	Code       string `json:"code"`
 	Pointer    string `json:"pointer,omitempty"`
 	RetryAfter int    `json:"retry_after,omitempty"`
+	// Errors is Error.Errors.
+	Errors any `json:"errors,omitempty"`
 	// Error repeats status, code and message in the shape alpd answered
 	// before it sent problem details ({"error":{"code","message"}}), which
 	// its clients read.
@@ -175,6 +182,7 @@ func (e *Error) Problem() Problem {
 	}
 	return Problem{
 		Title: http.StatusText(status), Status: status, Detail: e.Message, Code: e.Code, Pointer: e.Pointer, RetryAfter: e.RetryAfter,
+		Errors: e.Errors,
 		Error: ErrorMember{Status: status, Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter},
 	}
 }
