@@ -183,7 +183,7 @@ func (e *Error) Problem() Problem {
 	return Problem{
 		Title: http.StatusText(status), Status: status, Detail: e.Message, Code: e.Code, Pointer: e.Pointer, RetryAfter: e.RetryAfter,
 		Errors: e.Errors,
-		Error: ErrorMember{Status: status, Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter},
+		Error:  ErrorMember{Status: status, Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter},
 	}
 }
 

@@ -120,7 +120,7 @@ const meetingBody = `{"subject":"Planning","start":"2026-12-03T10:00:00Z","durat
 func sendJSON(to string, extra ...string) []byte {
 	subs := []string{
 		`{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:` + to + `"}`,
-		`{"label":"alp.body","format":"structured","subformat":"json","content":`+meetingBody+`}`,
+		`{"label":"alp.body","format":"structured","subformat":"json","content":` + meetingBody + `}`,
 	}
 	subs = append(subs, extra...)
 	return []byte(`{"messagetype":"alp:meeting.request/v1","format":"text","subformat":"english",` +
