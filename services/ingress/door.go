@@ -207,15 +207,42 @@ type Outcome struct {
 	// Outcome is one of the Outcome names; OutcomePending while undecided
 	// (and for a decision of a kind this broker does not know).
 	Outcome string
+	// Reasons are about the whole message.
 	Reasons []Reason
+	// Fields are every field's verdict, as the sender may see them.
+	Fields []FieldVerdict
 	// Duplicate: the agent had already submitted this idempotency key; no
 	// new event was written.
 	Duplicate bool
 }
 
-// Reason is one reason of policy's decision.
+// Reason is one reason of policy's decision: the party, its rule (the
+// policy id; empty where another party's ids are withheld from the
+// sender), the field it is about (for a reason about the whole message),
+// the public reason code and a message in words.
 type Reason struct {
-	Party, Rule, Field, Message string
+	Party, Rule, Field, Code, Message string
+}
+
+// Field actions, the same in every binding.
+const (
+	ActionAllow = "allow"
+	ActionDeny  = "deny"
+	ActionHold  = "hold"
+)
+
+var actionNames = map[alpv1.FieldAction]string{
+	alpv1.FieldAction_FIELD_ACTION_ALLOW: ActionAllow,
+	alpv1.FieldAction_FIELD_ACTION_DENY:  ActionDeny,
+	alpv1.FieldAction_FIELD_ACTION_HOLD:  ActionHold,
+}
+
+// FieldVerdict is policy's decision on one field of the body: its RFC 6901
+// pointer and class, the action (ActionAllow, ActionDeny, ActionHold) and
+// every party's reason for a denial or hold. Never the value.
+type FieldVerdict struct {
+	Pointer, Class, Action string
+	Reasons                []Reason
 }
 
 // outcomeOf describes envelope id as sent (env) and decided (d, nil while
@@ -229,10 +256,24 @@ func outcomeOf(id string, env *alpv1.Envelope, d *alpv1.Decided) Outcome {
 	if name, ok := outcomeNames[d.GetOutcome()]; ok {
 		o.Outcome = name
 	}
-	for _, r := range d.GetReasons() {
-		o.Reasons = append(o.Reasons, Reason{Party: r.GetParty(), Rule: r.GetRule(), Field: r.GetField(), Message: r.GetMessage()})
+	o.Reasons = reasonsOf(d.GetReasons())
+	for _, f := range d.GetFields() {
+		action, ok := actionNames[f.GetAction()]
+		if !ok {
+			// An action this broker does not know crosses nothing.
+			action = ActionDeny
+		}
+		o.Fields = append(o.Fields, FieldVerdict{Pointer: f.GetPointer(), Class: f.GetClass(), Action: action, Reasons: reasonsOf(f.GetReasons())})
 	}
 	return o
+}
+
+func reasonsOf(rs []*alpv1.Reason) []Reason {
+	var out []Reason
+	for _, r := range rs {
+		out = append(out, Reason{Party: r.GetParty(), Rule: r.GetRule(), Field: r.GetField(), Code: r.GetCode(), Message: r.GetMessage()})
+	}
+	return out
 }
 
 // Codes of a BodyError.
