@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gowebpki/jcs"
@@ -31,6 +33,12 @@ type Writer struct {
 
 	uncommitted *prometheus.CounterVec
 	erasures    prometheus.Counter
+
+	// watchers wait, by source event id, for this process to append that
+	// event's leaf: a decision handled beside its envelope's SendRequested
+	// (another worker of the partition) waits for it in memory.
+	mu       sync.Mutex
+	watchers map[string][]chan struct{}
 }
 
 // Register adds the writer's metrics to reg.
@@ -125,8 +133,75 @@ func (w *Writer) sendRequested(ctx context.Context, d bus.Delivery, req *alpv1.S
 	if d.Metadata != nil && d.Metadata.NumDelivered > 1 {
 		r.Since = occurred
 	}
-	_, err = w.Store.Append(ctx, r)
-	return err
+	if _, err = w.Store.Append(ctx, r); err != nil {
+		return err
+	}
+	w.appended(ev.GetHeader().GetEventId())
+	return nil
+}
+
+// watch registers a wait for source's leaf; unwatch drops it.
+func (w *Writer) watch(source string) chan struct{} {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watchers == nil {
+		w.watchers = map[string][]chan struct{}{}
+	}
+	w.watchers[source] = append(w.watchers[source], ch)
+	return ch
+}
+
+func (w *Writer) unwatch(source string, ch chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	list := slices.DeleteFunc(w.watchers[source], func(c chan struct{}) bool { return c == ch })
+	if len(list) == 0 {
+		delete(w.watchers, source)
+	} else {
+		w.watchers[source] = list
+	}
+}
+
+// appended wakes whoever waits for source's leaf.
+func (w *Writer) appended(source string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ch := range w.watchers[source] {
+		close(ch)
+	}
+	delete(w.watchers, source)
+}
+
+// orderWait is how long a decision waits in memory for its envelope's
+// entry before it is handed back to the bus for a later retry.
+const orderWait = time.Second
+
+// awaitEnvelope returns nil once the envelope's entry (the leaf of the
+// SendRequested cause) is in the person's log: at once when it is among
+// the log's last leaves, or when this process appends it within
+// orderWait; ErrEnvelopeNotRecorded otherwise.
+func (w *Writer) awaitEnvelope(ctx context.Context, tenant, person, cause string, since time.Time) error {
+	// Watch before looking, so an append in between is not missed.
+	ch := w.watch(cause)
+	defer w.unwatch(cause, ch)
+	if ok, err := w.Store.HasLeafOf(ctx, tenant, person, cause, since); ok || err != nil {
+		return err
+	}
+	t := time.NewTimer(orderWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	// Another replica may have appended it meanwhile.
+	if ok, err := w.Store.HasLeafOf(ctx, tenant, person, cause, since); ok || err != nil {
+		return err
+	}
+	return ErrEnvelopeNotRecorded
 }
 
 // orderDeliveries: a decision whose envelope entry is not in the sender's
@@ -137,13 +212,20 @@ func (w *Writer) sendRequested(ctx context.Context, d bus.Delivery, req *alpv1.S
 // (5), so the last attempts still append.
 const orderDeliveries = 3
 
+// orderFresh: only a decision made this recently waits for its envelope's
+// entry. An older one is a backlog (a ledger catching up, a queue that
+// gained the decided stream as a source): its envelope's entry was
+// appended long ago (beyond the leaves HasLeafOf reads) or never will be,
+// and waiting for it would only slow the catch-up down.
+const orderFresh = time.Minute
+
 // orderSkew is how far the ledger stream's clock may trail the envelope's
 // creation time (ingress's clock) when looking for its entry.
 const orderSkew = 5 * time.Second
 
 // ErrEnvelopeNotRecorded: a decision arrived before its envelope's entry
-// was appended; it is retried, so the decision follows the envelope in
-// the log.
+// was appended (and it did not come within orderWait); it is retried, so
+// the decision follows the envelope in the log.
 var ErrEnvelopeNotRecorded = errors.New("ledger: the envelope's entry is not in the log yet")
 
 // decided appends the sender's policy.decided entry: the outcome, every
@@ -156,17 +238,14 @@ func (w *Writer) decided(ctx context.Context, d bus.Delivery, dec *alpv1.Decided
 		return err
 	}
 	occurred := eventTime(ev)
-	if cause := ev.GetHeader().GetCausationId(); cause != "" && (d.Metadata == nil || d.Metadata.NumDelivered < orderDeliveries) {
+	if cause := ev.GetHeader().GetCausationId(); cause != "" && time.Since(occurred) < orderFresh &&
+		(d.Metadata == nil || d.Metadata.NumDelivered < orderDeliveries) {
 		since := occurred
 		if c := env.GetCreated(); c != nil {
 			since = c.AsTime()
 		}
-		ok, err := w.Store.HasLeafOf(ctx, tenant, person, cause, since.Add(-orderSkew))
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("%w: decision %s on envelope %s", ErrEnvelopeNotRecorded, ev.GetHeader().GetEventId(), env.GetId())
+		if err := w.awaitEnvelope(ctx, tenant, person, cause, since.Add(-orderSkew)); err != nil {
+			return fmt.Errorf("decision %s on envelope %s: %w", ev.GetHeader().GetEventId(), env.GetId(), err)
 		}
 	}
 	entry := ledgerlog.Entry{

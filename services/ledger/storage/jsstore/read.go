@@ -184,7 +184,7 @@ func (s *Store) ensureLoaded(ctx context.Context, ls *logState) error {
 	}
 	t := newTree(ls.key)
 	ls.tree = t
-	ls.recent, ls.recentNext = [recentLeaves]string{}, 0
+	ls.recent, ls.recentNext = [recentLeaves]uint64{}, 0
 	from := "rebuilt"
 	var err error
 	if !ls.rebuild {
