@@ -6,8 +6,11 @@
 //
 // Every agent binding goes through one send path, the [Door]: it admits an
 // agent by its credential (trust from the credential class, rate limits per
-// agent, person and tenant), sends and awaits policy's decision up to a
-// deadline (or answers pending), and parses recipients ([ParseRecipient]). A
+// agent, person and tenant), checks the body against its message type
+// (the built-in types and those the hosted organizations registered, which
+// it follows on policy's stream: [BodyError] at the door, nothing stored),
+// sends and awaits policy's decision up to a deadline (or answers pending)
+// with every field's verdict, and parses recipients ([ParseRecipient]). A
 // binding (services/ingress/nlipapi) only decodes its wire format into a
 // [Submission] and encodes the [Outcome] or the error. docs/message-path.md
 // follows one message through it, hop by hop.
