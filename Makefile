@@ -70,6 +70,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'Proofs' -benchtime 20000x ./internal/ledgerlog/
 	$(GO) test -run '^$$' -bench 'Validate30|Fields30|Check30' -benchmem ./internal/msgtypes/
 	$(GO) test -run '^$$' -bench 'DecideMessage30|AuthorizeOnce' -benchmem ./services/policy/rules/
+	$(GO) test -run '^$$' -bench 'Decide30|DecideRatio30' -benchmem ./services/policy/decision/
 	$(GO) test -run '^$$' -bench 'Current|CompileEachRead' -benchtime 2000x ./services/policy/rulestore/
 	$(GO) test -run '^$$' -bench 'Floor|Scan280' -benchmem ./services/policy/dlp/
 

@@ -342,7 +342,7 @@ func (b *Broker) start(ctx context.Context) error {
 		svcs = append(svcs, b.ingress)
 	}
 	if b.Runs("policy") {
-		svcs = append(svcs, policy.New(deps, b.cfg.PolicyWorkers))
+		svcs = append(svcs, policy.New(deps, b.policyOptions()))
 	}
 	if b.Runs("federation") {
 		svcs = append(svcs, federation.New(deps))

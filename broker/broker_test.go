@@ -122,7 +122,9 @@ func TestMessageFlowsThroughServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := ev.GetDecided()
-	if d.GetOutcome() != alpv1.Outcome_OUTCOME_REFUSE || d.GetReasons()[0].GetRule() != "default-deny" {
+	// p1 never signed in here, so policy cannot tell who sends: it fails
+	// closed.
+	if d.GetOutcome() != alpv1.Outcome_OUTCOME_REFUSE || d.GetReasons()[0].GetCode() != "unknown_sender" {
 		t.Fatalf("decision %v", d)
 	}
 	if ev.GetHeader().GetProducerRole() != alpv1.Role_ROLE_POLICY || ev.GetHeader().GetCorrelationId() != id || ev.GetHeader().GetCausationId() == "" {
@@ -136,8 +138,23 @@ func TestMessageFlowsThroughServices(t *testing.T) {
 	if envelope.Trust(env) != nmpv1.TrustLevel_TRUST_LEVEL_TRUSTED {
 		t.Fatalf("trust %v", envelope.Trust(env))
 	}
-	if len(env.GetBody()) != 0 || env.GetSealedBody() == nil {
-		t.Fatal("plain body on a stream")
+	if len(env.GetBody()) != 0 || env.GetSealedBody() != nil {
+		t.Fatal("a refused envelope leaves policy with a body")
+	}
+	sendStream, err := js.Stream(ctx, "ALPD_SEND")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sentMsg, err := sendStream.GetLastMsgForSubject(ctx, "alp.send.example_org.p1."+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, err := bus.Decode(sentMsg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env = sent.GetSendRequested().GetEnvelope(); len(env.GetBody()) != 0 || env.GetSealedBody() == nil {
+		t.Fatal("plain body on the send stream")
 	}
 	kv, err := js.KeyValue(ctx, "ALPD_DATAKEYS")
 	if err != nil {

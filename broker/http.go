@@ -28,9 +28,10 @@ import (
 // alive: 503 once its NATS connection is closed for good), /readyz (every
 // local service's streams and consumers are up; ?verbose=1, for operators
 // only, adds per-service detail and the streams), /metrics when a Gatherer
-// was injected, POST /v1/ops/trace (operator token, rate limited), and the
-// public routes of the services running here (service.HTTPRoutes), all on
-// one mux with their callers and body limits (httproute). The rest of every
+// was injected, POST /v1/ops/trace and POST /v1/ops/policy/push (operator
+// token, rate limited), and the public routes of the services running here
+// (service.HTTPRoutes), all on one mux with their callers and body limits
+// (httproute). The rest of every
 // service's URL space answers 503 <service>_unavailable: the service runs
 // in another process, or has not started.
 func (b *Broker) Handler() http.Handler {
@@ -70,6 +71,8 @@ func (b *Broker) ownRoutes() []httproute.Route {
 			Handler: http.HandlerFunc(b.healthz)},
 		{Method: http.MethodGet, Pattern: "/readyz", Handler: http.HandlerFunc(b.readyz), Caller: httproute.Public, BodyLimit: httproute.NoBody},
 		{Method: http.MethodPost, Pattern: "/v1/ops/trace", Handler: b.ops.wrap(b.traceHandler), Caller: httproute.Operator, BodyLimit: httproute.NoBody},
+		{Method: http.MethodPost, Pattern: PathPolicyPush, Handler: b.ops.wrap(b.policyPush), Caller: httproute.Operator, BodyLimit: policyPushBody},
+		{Method: http.MethodPost, Pattern: PathPolicyCheck, Handler: b.ops.wrap(b.policyCheck), Caller: httproute.Operator, BodyLimit: policyCheckBody},
 	}
 	if b.deps.Gatherer != nil {
 		routes = append(routes, httproute.Route{Method: http.MethodGet, Pattern: "/metrics", Caller: httproute.Public,

@@ -36,8 +36,10 @@ func (a ingressAuth) Authenticate(ctx context.Context, authorization string, sco
 	return a.in.Authenticator().Authenticate(ctx, authorization, scopes...)
 }
 
-// identitySessions reads people's web sessions through the local identity
-// service's sign-in (none without IdPs: no session then).
+// identitySessions reads people's web sessions, and checks their writes'
+// CSRF tokens, through the local identity service's sign-in (none without
+// IdPs: no session then). The ledger reads only; policy's person and admin
+// routes write.
 type identitySessions struct{ b *Broker }
 
 func (s identitySessions) Session(r *http.Request) (*signin.Session, error) {
@@ -46,4 +48,15 @@ func (s identitySessions) Session(r *http.Request) (*signin.Session, error) {
 		return nil, signin.ErrNoSession
 	}
 	return id.SignIn().Session(r)
+}
+
+// CheckCSRF checks a person's state-changing request with the local
+// identity service's sign-in (refused as without a session when there is
+// none).
+func (s identitySessions) CheckCSRF(r *http.Request) error {
+	id := s.b.Identity()
+	if id == nil || id.SignIn() == nil {
+		return signin.ErrNoSession
+	}
+	return id.SignIn().CheckCSRF(r)
 }

@@ -2,6 +2,8 @@
 //
 //	alpctl [--broker URL] status [--json]                 readiness; with an operator token every service and the streams
 //	alpctl [--broker URL] trace [--json] [--via V]        broker traceroute (operator token)
+//	alpctl [--broker URL] policy push --tenant T --party P [--owner O] FILE
+//	                                                      store a party's Cedar rule set (operator token)
 //	alpctl operator-token NAME                            a new operator token and its configured hash
 //	alpctl certs --out DIR [--hosts H] [--roles R]        development CA and per-role certificates
 //	alpctl nats-config --tenants T --out DIR [...]        nats-server configuration and per-role nkey seeds
@@ -10,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, `usage:
   alpctl [--broker URL] status [--json] [--operator-token T]
   alpctl [--broker URL] trace [--json] [--via auto|grpc|bus] [--operator-token T]
+  alpctl [--broker URL] policy push --tenant T --party P [--owner O] [--expect-version N] [--operator-token T] FILE
   alpctl operator-token NAME
   alpctl certs --out DIR [--hosts 127.0.0.1,localhost] [--days 30] [--roles all|ingress,…] [--force]
   alpctl nats-config --tenants a.org[,b.org] --out DIR [flags]
@@ -79,6 +83,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return status(ctx, base, fs.Args()[1:], stdout, stderr)
 	case "trace":
 		return traceCmd(ctx, base, fs.Args()[1:], stdout, stderr)
+	case "policy":
+		return policyCmd(ctx, base, fs.Args()[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "alpctl: unknown command %q\n", cmd)
 		fs.Usage()
@@ -112,7 +118,7 @@ func status(ctx context.Context, base *url.URL, args []string, stdout, stderr io
 	if *token != "" {
 		u.RawQuery = "verbose=1"
 	}
-	resp, body, err := call(ctx, http.MethodGet, u, *token)
+	resp, body, err := call(ctx, http.MethodGet, u, *token, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "alpctl:", err)
 		return 1
@@ -142,11 +148,19 @@ func status(ctx context.Context, base *url.URL, args []string, stdout, stderr io
 	return 0
 }
 
-// call sends one request to the broker and reads its answer (at most 1 MiB).
-func call(ctx context.Context, method string, u *url.URL, token string) (*http.Response, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+// call sends one request to the broker, with a JSON body unless body is
+// nil, and reads its answer (at most 1 MiB).
+func call(ctx context.Context, method string, u *url.URL, token string, body []byte) (*http.Response, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return nil, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -156,11 +170,11 @@ func call(ctx context.Context, method string, u *url.URL, token string) (*http.R
 		return nil, nil, fmt.Errorf("broker at %s://%s unreachable: %w", u.Scheme, u.Host, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the answer: %w", err)
 	}
-	return resp, body, nil
+	return resp, answer, nil
 }
 
 // problemText is an error answer's code and detail (httpjson.Problem), or

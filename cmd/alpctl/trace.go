@@ -31,7 +31,7 @@ func traceCmd(ctx context.Context, base *url.URL, args []string, stdout, stderr 
 	}
 	u := base.JoinPath("v1", "ops", "trace")
 	u.RawQuery = url.Values{"via": {*via}}.Encode()
-	resp, body, err := call(ctx, http.MethodPost, u, *token)
+	resp, body, err := call(ctx, http.MethodPost, u, *token, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "alpctl:", err)
 		return 1

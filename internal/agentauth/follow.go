@@ -97,21 +97,32 @@ func (f *Follower) run(ctx context.Context) {
 
 // install builds the verifiers on an open projection.
 func (f *Follower) install(store *identitystore.Store) {
-	v := &accesstoken.Verifier{
-		Keys:         accesstoken.FromKeyStore(f.o.Keys),
-		Resource:     f.o.Resource,
-		Issuers:      f.o.Issuers,
-		Revocations:  store,
-		MaxStaleness: f.o.MaxStaleness,
-	}
+	a := NewAuthenticator(store, f.o)
 	f.store.Store(store)
-	f.verifier.Store(v)
-	f.auth.Store(&Authenticator{
-		Tokens:              v,
-		PATs:                &PATVerifier{Store: store, Tenants: f.o.Tenants, MaxStaleness: f.o.MaxStaleness},
+	f.verifier.Store(a.Tokens)
+	f.auth.Store(a)
+}
+
+// NewAuthenticator checks credentials against an identity projection the
+// caller already keeps open (o.Bus is not used): for a service that
+// follows identity for its own reasons, so one process keeps one
+// projection. Follow builds the same thing on a projection of its own.
+func NewAuthenticator(store *identitystore.Store, o FollowOptions) *Authenticator {
+	if o.MaxStaleness <= 0 {
+		o.MaxStaleness = DefaultMaxStaleness
+	}
+	return &Authenticator{
+		Tokens: &accesstoken.Verifier{
+			Keys:         accesstoken.FromKeyStore(o.Keys),
+			Resource:     o.Resource,
+			Issuers:      o.Issuers,
+			Revocations:  store,
+			MaxStaleness: o.MaxStaleness,
+		},
+		PATs:                &PATVerifier{Store: store, Tenants: o.Tenants, MaxStaleness: o.MaxStaleness},
 		People:              store,
-		ResourceMetadataURL: f.o.ResourceMetadataURL,
-	})
+		ResourceMetadataURL: o.ResourceMetadataURL,
+	}
 }
 
 // Verifier checks access tokens locally, with revocations from the

@@ -1,8 +1,9 @@
-// Package alp holds ALP's basic values — tenants, addresses, person ids and
-// the OAuth scope names — with the one rule for each. Every package that
-// takes one of them from outside (configuration, an IdP's claims, an agent's
-// message, a key file, a sealed body, a ledger origin) checks it here, so a
-// value one part of the broker accepts is never refused by another.
+// Package alp holds ALP's basic values — tenants, addresses, person ids,
+// the OAuth scope names and the admin role — with the one rule for each.
+// Every package that takes one of them from outside (configuration, an
+// IdP's claims, an agent's message, a key file, a sealed body, a ledger
+// origin) checks it here, so a value one part of the broker accepts is
+// never refused by another.
 //
 // It imports only the standard library: it is a leaf every other package
 // may link.
@@ -57,5 +58,6 @@
 // # Scopes
 //
 // [ScopeSend] and [ScopeRead] are the OAuth scopes an agent's access token
-// or personal access token may carry; [Scopes] lists them all.
+// or personal access token may carry; [Scopes] lists them all. [AdminRole]
+// is the session role of an organization's admin.
 package alp

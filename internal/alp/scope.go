@@ -26,3 +26,9 @@ func IsScopeToken(s string) bool {
 	}
 	return true
 }
+
+// AdminRole is the app role (from the organization's IdP, carried in a
+// person's web session) of an organization's admin: who registers company
+// clients (identity) and writes the organization's policy sets, message
+// types and pre-approved relationships (policy).
+const AdminRole = "alp.admin"

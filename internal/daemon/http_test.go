@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,7 +119,10 @@ func announce(t *testing.T, addr, method, path string, length int64) (*http.Resp
 // announcing one byte over the limit is refused with 413 before its body
 // is sent. The server has every timeout and the per-address cap.
 func TestEveryRouteHasABodyLimitAndTheServerItsTimeouts(t *testing.T) {
-	d, addr := startDaemon(t, nil)
+	// The walk opens one connection per route, faster than the server lets
+	// refused ones go (it lingers on a connection it closes with a body
+	// unread): more than the default cap per address.
+	d, addr := startDaemon(t, func(h *config.HTTP) { h.MaxConnsPerAddress = 1024 })
 	c := d.cfg.HTTP
 	srv := d.http
 	if srv.ReadHeaderTimeout != c.ReadHeaderTimeout || srv.ReadTimeout != c.ReadTimeout || srv.WriteTimeout != c.WriteTimeout ||
@@ -142,7 +146,9 @@ func TestEveryRouteHasABodyLimitAndTheServerItsTimeouts(t *testing.T) {
 	}
 	want := []string{"GET /healthz", "GET /readyz", "GET /metrics", "POST /v1/ops/trace", "/signin", "/signout",
 		"/signin/callback/{tenant}", "/v1/pats", "/v1/pats/{id}", "/v1/admin/clients", "/nlip", "/nlip/",
-		"/nlip/ws", "GET /v1/ledger/export", "POST /v1/ledger/proof/consistency", "/.well-known/oauth-protected-resource"}
+		"/nlip/ws", "GET /v1/ledger/export", "POST /v1/ledger/proof/consistency", "/.well-known/oauth-protected-resource",
+		"PUT /v1/rules/{party}", "POST /v1/connections/{id}/accept", "PUT /v1/admin/policies/{set}", "PUT /v1/admin/types/{name...}",
+		"POST /v1/ops/policy/push"}
 	for _, tn := range tenants {
 		for _, p := range []string{"/token", "/revoke", "/authorize", "/register", "/consent", "/jwks", "/"} {
 			want = append(want, "/oauth/"+tn+p)
@@ -163,11 +169,20 @@ func TestEveryRouteHasABodyLimitAndTheServerItsTimeouts(t *testing.T) {
 		t.Errorf("/nlip: body limit %d, want nlip.max_message_bytes %d", l, d.cfg.NLIP.MaxMessageBytes)
 	}
 
+	claimed := map[string][]string{} // pattern → its routes' methods
+	for _, rt := range routes {
+		claimed[rt.Pattern] = append(claimed[rt.Pattern], rt.Method)
+	}
 	for _, rt := range routes {
 		method := rt.Method
 		if method == "" {
-			// A method no route claims more specifically.
-			method = http.MethodPut
+			// A method no route of the pattern claims more specifically.
+			for _, m := range []string{http.MethodPut, http.MethodPatch, http.MethodPost, http.MethodDelete} {
+				if !slices.Contains(claimed[rt.Pattern], m) {
+					method = m
+					break
+				}
+			}
 		}
 		path := concretePath(rt.Pattern)
 		resp, body, _ := announce(t, addr, method, path, rt.Limit()+1)

@@ -112,11 +112,11 @@ type Error struct {
 	RetryAfter int
 	// Challenge is the WWW-Authenticate value of a 401 or 403.
 	Challenge string
-	// Errors, for a request that fails several checks at once (a body
-	// against its schema), lists every failure as a JSON array of objects
-	// (each with its pointer and what failed); it is sent as the "errors"
-	// member. nil otherwise.
-	Errors any
+	// Problems, when set, lists every problem of a refused input (each a
+	// JSON object with its own code and position, such as a rule set's
+	// parse errors with line and column), so a client fixes them all in
+	// one round; it is sent as the problem's "problems" member.
+	Problems any
 	// Cause is logged by whoever answers, never sent.
 	Cause error
 }
@@ -148,7 +148,7 @@ func (e *Error) SetHeaders(h http.Header) {
 
 // Problem is the body of every error answer: RFC 9457 problem details with
 // the "about:blank" type (so Title is the status's text) and the extension
-// members code, pointer, retry_after and errors.
+// members code, pointer, retry_after and problems.
 type Problem struct {
 	// Type is omitted ("about:blank"): Code tells problems apart.
 	Type       string `json:"type,omitempty"`
@@ -158,8 +158,8 @@ type Problem struct {
 	Code       string `json:"code"`
 	Pointer    string `json:"pointer,omitempty"`
 	RetryAfter int    `json:"retry_after,omitempty"`
-	// Errors is Error.Errors.
-	Errors any `json:"errors,omitempty"`
+	// Problems is Error.Problems.
+	Problems any `json:"problems,omitempty"`
 	// Error repeats status, code and message in the shape alpd answered
 	// before it sent problem details ({"error":{"code","message"}}), which
 	// its clients read.
@@ -182,8 +182,8 @@ func (e *Error) Problem() Problem {
 	}
 	return Problem{
 		Title: http.StatusText(status), Status: status, Detail: e.Message, Code: e.Code, Pointer: e.Pointer, RetryAfter: e.RetryAfter,
-		Errors: e.Errors,
-		Error:  ErrorMember{Status: status, Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter},
+		Problems: e.Problems,
+		Error:    ErrorMember{Status: status, Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter},
 	}
 }
 

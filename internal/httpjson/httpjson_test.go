@@ -87,3 +87,32 @@ func TestWriteErrorHidesOtherErrors(t *testing.T) {
 		t.Errorf("%d %s", rec.Code, rec.Body)
 	}
 }
+
+// A refusal with several problems sends them all, each with its own code
+// and position, as the "problems" member.
+func TestWriteErrorProblems(t *testing.T) {
+	type at struct {
+		Code   string `json:"code"`
+		Line   int    `json:"line"`
+		Column int    `json:"column"`
+	}
+	rec := httptest.NewRecorder()
+	httpjson.WriteError(rec, &httpjson.Error{Status: 422, Code: "cedar_parse", Message: "2 problems",
+		Problems: []at{{"cedar_parse", 3, 7}, {"missing_id", 9, 1}}})
+	var got struct {
+		Code     string `json:"code"`
+		Problems []at   `json:"problems"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != 422 || got.Code != "cedar_parse" || len(got.Problems) != 2 || got.Problems[1] != (at{"missing_id", 9, 1}) {
+		t.Errorf("%d %s", rec.Code, rec.Body)
+	}
+	// Without problems the member is left out.
+	rec = httptest.NewRecorder()
+	httpjson.WriteError(rec, &httpjson.Error{Status: 400, Code: "bad", Message: "m"})
+	if strings.Contains(rec.Body.String(), "problems") {
+		t.Errorf("an empty problems member was sent: %s", rec.Body)
+	}
+}

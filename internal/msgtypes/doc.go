@@ -27,5 +27,5 @@
 // class (the strictest on its path) and its free-text flag: for a oneOf it
 // follows the branch the value matches, for $ref the target, for arrays
 // each item. [Type.Check] does both with one decode. [Type.Commits] says
-// what a message of the type commits its sender's person to.
+// what a message of the type commits the person receiving it to.
 package msgtypes

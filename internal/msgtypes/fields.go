@@ -83,7 +83,13 @@ func (t *Type) walk(v any, s *jsonschema.Schema, ptr string, class Class, free b
 	if class == "" {
 		return fmt.Errorf("at %q: the value is not classified", ptr)
 	}
-	*out = append(*out, Field{Pointer: ptr, Class: class, FreeText: free, Value: v})
+	f := Field{Pointer: ptr, Class: class, FreeText: free, Value: v}
+	for _, a := range app {
+		if a.MaxLength != nil && (f.MaxLength == 0 || *a.MaxLength < f.MaxLength) {
+			f.MaxLength = *a.MaxLength
+		}
+	}
+	*out = append(*out, f)
 	return nil
 }
 

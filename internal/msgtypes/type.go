@@ -76,7 +76,7 @@ func (t *Type) Owner() string { return t.owner }
 // Builtin reports whether the type ships with alpd (spec/types).
 func (t *Type) Builtin() bool { return t.owner == "" }
 
-// Commits lists what a message of this type commits its sender's person to
+// Commits lists what a message of this type commits the person receiving it to
 // (x-alp-commits: "meeting", "payment" …), sorted; nil if nothing.
 func (t *Type) Commits() []string { return slices.Clone(t.commits) }
 
@@ -111,6 +111,11 @@ type Field struct {
 	// Value is the decoded value (numbers as json.Number, so no float
 	// rounding).
 	Value any
+	// MaxLength is the lowest maxLength of the schemas that apply to the
+	// value (0: none). Free text is capped again after normalization, which
+	// may lengthen it (NFKC expands ligatures), with the lower of this and
+	// the 280-character cap.
+	MaxLength int
 }
 
 // Fields returns every leaf present in body with its pointer, class and

@@ -47,8 +47,8 @@ func LedgerReadMethods() []string {
 //
 //   - every service's Ping: all six services and the operator;
 //   - identity's Introspect: ingress and approvals;
-//   - identity's ErasePerson, RebindPerson and RevokePersonSessions: the
-//     operator only;
+//   - identity's ErasePerson, RebindPerson and RevokePersonSessions, and
+//     policy's PushRuleSet and DryRun: the operator only;
 //   - the ledger's read methods (LedgerReadMethods): ingress only, the
 //     agents' door, forwarding an agent's read with the person's bearer
 //     token (the ledger checks that token; no role reads a ledger without
@@ -70,6 +70,8 @@ func DefaultPolicy() Policy {
 		identityv1.IdentityService_ErasePerson_FullMethodName:          {alpv1.Role_ROLE_OPERATOR},
 		identityv1.IdentityService_RebindPerson_FullMethodName:         {alpv1.Role_ROLE_OPERATOR},
 		identityv1.IdentityService_RevokePersonSessions_FullMethodName: {alpv1.Role_ROLE_OPERATOR},
+		policyv1.PolicyService_PushRuleSet_FullMethodName:              {alpv1.Role_ROLE_OPERATOR},
+		policyv1.PolicyService_DryRun_FullMethodName:                   {alpv1.Role_ROLE_OPERATOR},
 
 		healthpb.Health_Check_FullMethodName: all,
 		healthpb.Health_Watch_FullMethodName: all,

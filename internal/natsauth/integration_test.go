@@ -392,7 +392,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	ing.deniedPub(t, "$KV.PERM_SEEN.PERM_POLICY.abc")
 	fed.deniedPub(t, "$JS.API.DIRECT.GET.KV_PERM_DATAKEYS.$KV.PERM_DATAKEYS.example.org.p1")
 	fed.deniedPub(t, "$JS.API.STREAM.CREATE.KV_PERM_DATAKEYS")
-	pol.deniedPub(t, "$KV.PERM_DATAKEYS.example.org.p1") // policy only reads data keys
+	led.deniedPub(t, "$KV.PERM_DATAKEYS.example.org.p1") // the ledger only reads data keys
 	pol.deniedPub(t, "alp.deadletter.perm.ledger")       // only its own consumers' dead letters
 	// Readers of the identity projection create only ephemeral readers,
 	// and the other roles none.
@@ -401,7 +401,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	ing.deniedPub(t, "$JS.API.CONSUMER.DELETE.PERM_IDENTITY.PERM_MINE")
 	ing.deniedPub(t, "$JS.ACK.PERM_IDENTITY.PERM_MINE.1.1.1.1.0")
 	fed.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY")
-	pol.deniedPub(t, "$JS.API.CONSUMER.MSG.NEXT.PERM_IDENTITY.x")
+	fed.deniedPub(t, "$JS.API.CONSUMER.MSG.NEXT.PERM_IDENTITY.x")
 
 	// The refused publish on federation's subject stored nothing.
 	if n, err := streamMsgs(fed.js(t), "PERM_INBOUND"); err != nil || n != 0 {

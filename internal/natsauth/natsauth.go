@@ -173,7 +173,10 @@ var batchReaders = map[alpv1.Role][]string{
 // (internal/identitystore) is followed by identity itself (its commands
 // wait for their own events), by ingress (token revocation checks, fail
 // closed when stale), by approvals (people signing in to decide) and by the
-// ledger (people and agents reading their ledger, same checks as ingress).
+// ledger (people and agents reading their ledger, same checks as ingress)
+// and by policy (resolving recipients' addresses and people's roles, and
+// checking the tokens of agents reading and tightening their person's
+// rules where ingress does not run in the same process).
 // Policy follows its own state (services/policy/relationships: every
 // replica keeps the relationships fresh, and is not ready while stale; and
 // internal/msgtypes/typestore, the organizations' message types on the
@@ -185,7 +188,7 @@ var batchReaders = map[alpv1.Role][]string{
 // checks — so ingress may read the whole policy stream (relationships and
 // rule sets included), as policy may.
 var readers = map[alpv1.Role][]string{
-	alpv1.Role_ROLE_POLICY:    {streams.Policy},
+	alpv1.Role_ROLE_POLICY:    {streams.Policy, streams.Identity},
 	alpv1.Role_ROLE_IDENTITY:  {streams.Identity},
 	alpv1.Role_ROLE_INGRESS:   {streams.Identity, streams.Policy},
 	alpv1.Role_ROLE_APPROVALS: {streams.Identity},
@@ -200,12 +203,13 @@ var awaiters = map[alpv1.Role][]string{
 
 // dataKeyAccess is what the roles that seal, open or erase message bodies
 // may do with the data-key bucket. Ingress seals (creates keys), identity
-// erases (purges keys), policy will open bodies to decide on fields (reads),
-// the ledger opens them to commit to their digest (reads).
+// erases (purges keys), policy opens bodies to decide on fields and seals
+// what crosses for the recipient (creating a recipient's key on first
+// use), the ledger opens them to commit to their digest (reads).
 var dataKeyAccess = map[alpv1.Role]Access{
 	alpv1.Role_ROLE_INGRESS:  Manage | Read | Write,
 	alpv1.Role_ROLE_IDENTITY: Manage | Read | Write,
-	alpv1.Role_ROLE_POLICY:   Manage | Read,
+	alpv1.Role_ROLE_POLICY:   Manage | Read | Write,
 	alpv1.Role_ROLE_LEDGER:   Manage | Read,
 }
 

@@ -61,8 +61,8 @@ func TestTableFollowsStreams(t *testing.T) {
 		}
 	}
 	pol, _ := UseOf(alpv1.Role_ROLE_POLICY)
-	if !slices.Equal(pol.Consumes, []string{"inbound", "send", "policy"}) {
-		t.Errorf("policy consumes %v, want inbound and send (the sources of its queue), then its own state (its projection)", pol.Consumes)
+	if !slices.Equal(pol.Consumes, []string{"inbound", "send", "policy", "identity"}) {
+		t.Errorf("policy consumes %v, want inbound and send (the sources of its queue), then its own state and identity's (its projections)", pol.Consumes)
 	}
 	if _, ok := UseOf(alpv1.Role_ROLE_OPERATOR); ok {
 		t.Error("the operator is not a service role")
@@ -160,14 +160,18 @@ func TestPermissionsStayInTheirLane(t *testing.T) {
 			t.Errorf("policy may not publish %s", want)
 		}
 	}
-	if slices.Contains(p.Publish, "$KV.ACME_DATAKEYS.a.org.*") {
-		t.Error("policy may write data keys")
+	if !slices.Contains(p.Publish, "$KV.ACME_DATAKEYS.a.org.*") {
+		t.Error("policy cannot seal for a recipient without a data key")
+	}
+	led, _ := PermissionsFor("acme", tenants, alpv1.Role_ROLE_LEDGER)
+	if slices.Contains(led.Publish, "$KV.ACME_DATAKEYS.a.org.*") {
+		t.Error("the ledger may write data keys")
 	}
 	ing, _ := PermissionsFor("acme", tenants, alpv1.Role_ROLE_INGRESS)
 	if !slices.Contains(ing.Publish, "$KV.ACME_DATAKEYS.b.example.*") {
 		t.Errorf("ingress cannot create data keys: %v", ing.Publish)
 	}
-	// The identity projection: identity, ingress and approvals follow the
+	// The identity projection: identity, ingress, approvals, the ledger and policy follow the
 	// identity stream with ephemeral readers, and may do nothing else with
 	// consumers of that stream (no named or durable consumer, no ack, no
 	// delete); the other roles may not read it at all.
@@ -185,7 +189,7 @@ func TestPermissionsStayInTheirLane(t *testing.T) {
 			}
 		}
 		want := []string(nil)
-		if slices.Contains([]alpv1.Role{alpv1.Role_ROLE_IDENTITY, alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_APPROVALS, alpv1.Role_ROLE_LEDGER}, u.Role) {
+		if slices.Contains([]alpv1.Role{alpv1.Role_ROLE_IDENTITY, alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_APPROVALS, alpv1.Role_ROLE_LEDGER, alpv1.Role_ROLE_POLICY}, u.Role) {
 			want = reader
 			if !slices.Contains(u.Consumes, "identity") {
 				t.Errorf("%s reads the identity stream but the table does not say so: %v", u.Role, u.Consumes)

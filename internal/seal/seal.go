@@ -215,6 +215,18 @@ func newAEAD(key []byte) cipher.AEAD {
 	return a
 }
 
+// ViewAAD binds the body of one trust class's view of an envelope
+// (policy's Deliverable) to the envelope and the class, so a consumer
+// agent's view cannot be passed off as a company agent's.
+func ViewAAD(envelopeID, trustClass string) []byte {
+	return []byte(envelopeID + "\x00view\x00" + trustClass)
+}
+
+// HeldAAD binds the body of a held item to the envelope and the item.
+func HeldAAD(envelopeID, heldID string) []byte {
+	return []byte(envelopeID + "\x00held\x00" + heldID)
+}
+
 // Seal encrypts plaintext for the person, creating their data key if they
 // have none. aad (e.g. the envelope id) must be given again to Open.
 func (s *Sealer) Seal(ctx context.Context, tenant, personID string, plaintext, aad []byte) (*alpv1.SealedBody, error) {

@@ -1,22 +1,27 @@
 // Package policy decides, per field, what of a message may cross. Policy
-// workers are stateless and share one durable consumer on the policy work
-// queue, so SREs scale them by adding replicas.
+// workers share one durable consumer on the policy work queue and keep no
+// state of their own beyond projections every replica rebuilds (people,
+// relationships, rule sets, organizations' types), so SREs scale them by
+// adding replicas; a replica is not ready while a projection is stale.
 //
-// With no rules to evaluate (docs/architecture.md, "Services today", says
-// what is still to come), every message meets alpd's default: deny, with a
-// reason naming the broker rule. The consumer, the Decided event, its
-// idempotency and the envelope hop are the ones rules plug into
-// (docs/message-path.md follows a message through them).
+// For each SendRequested the worker opens the body in memory, runs the
+// sender side and, for a recipient hosted here, the recipient side
+// (services/policy/decision), and publishes the recipient's Deliverable
+// (views and held items sealed with the recipient's data key) before the
+// sender's Decided (docs/message-path.md follows a message through them).
+// Nothing in clear reaches a stream.
 package policy
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	nlipv1 "github.com/alpd-project/alpd/gen/alp/nlip/v1"
 	policyv1 "github.com/alpd-project/alpd/gen/alp/policy/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
@@ -29,30 +34,77 @@ import (
 type Service struct {
 	service.Base
 	policyv1.UnimplementedPolicyServiceServer
-	workers int
+	opts  Options
+	state *state
+	api   apiState
 }
 
-// New builds the policy service; workers is the number of concurrent
-// handler loops in this process (default 1).
-func New(d service.Deps, workers int) *Service {
-	return &Service{Base: service.NewBase(alpv1.Role_ROLE_POLICY, d), workers: workers}
+// DefaultMaxStaleness is how long a projection may go unconfirmed before
+// the replica stops being ready.
+const DefaultMaxStaleness = 10 * time.Second
+
+// Options are policy's own settings.
+type Options struct {
+	// Workers is the number of concurrent handler loops in this process
+	// (default 1).
+	Workers int
+	// MaxStaleness of the projections before the replica is not ready
+	// (default DefaultMaxStaleness).
+	MaxStaleness time.Duration
+	// API configures the REST endpoints (api_wiring.go).
+	API APIOptions
 }
 
-// Start creates the decided stream and the work queue and starts the workers.
+// New builds the policy service.
+func New(d service.Deps, o Options) *Service {
+	if o.MaxStaleness <= 0 {
+		o.MaxStaleness = DefaultMaxStaleness
+	}
+	return &Service{Base: service.NewBase(alpv1.Role_ROLE_POLICY, d), opts: o}
+}
+
+// Start creates policy's streams, opens its projections, starts the
+// workers and serves the REST API.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.EnsureOwnedStreams(ctx); err != nil {
 		return err
 	}
+	st, err := s.openState(ctx)
+	if err != nil {
+		return err
+	}
+	s.state = st
 	for _, c := range streams.OwnedConsumers(s.Role(), 0) {
 		spec := c.Spec()
-		spec.Workers = s.workers
+		spec.Workers = s.opts.Workers
 		spec.EnsureStream = s.EnsureStream(c.Stream)
 		if err := s.Consume(ctx, spec, s.handle); err != nil {
+			st.close()
 			return err
 		}
 	}
+	// The projections close once the workers have drained: a decision in
+	// flight at shutdown still reads them (and records a connection
+	// request) rather than failing into a redelivery.
+	stopped := s.Stopped()
+	go func() {
+		<-ctx.Done()
+		<-stopped
+		st.close()
+	}()
+	s.serveAPI()
 	s.MarkStarted()
 	return nil
+}
+
+// Ready adds the freshness of every projection to the base checks, naming
+// each stale one (what /readyz?verbose=1 shows).
+func (s *Service) Ready() error {
+	base := s.Base.Ready()
+	if s.state == nil {
+		return errors.Join(base, errors.New("policy: projections not open"))
+	}
+	return errors.Join(base, s.state.fresh(s.opts.MaxStaleness))
 }
 
 // RegisterGRPC registers the policy gRPC API.
@@ -86,19 +138,37 @@ func (s *Service) decideSend(ctx context.Context, cause *alpv1.Event, req *alpv1
 		return bus.Permanent(err)
 	}
 	hop := envelope.Begin(alpv1.Role_ROLE_POLICY, "decide")
+	v, err := s.decide(ctx, tenant, req, env)
+	if err != nil {
+		return err
+	}
 	hop.End(env)
 
+	if v.deliverable != nil {
+		// The recipient's deliverable is stored before the sender hears
+		// the outcome. One per recipient and envelope: a redelivered
+		// SendRequested finds it there and goes on to the Decided.
+		dsubj, err := streams.DeliverSubject(v.recipient.tenant, v.recipient.personID, env.GetId())
+		if err != nil {
+			return bus.Permanent(err)
+		}
+		// Only the ALP header crosses: the agent's NLIP parts were for its
+		// own broker and stay sealed to the sender.
+		header := proto.CloneOf(env)
+		header.Body, header.SealedBody = nil, nil
+		proto.ClearExtension(header, nlipv1.E_Nlip)
+		v.deliverable.Envelope = header
+		ev := s.NewEvent("deliverable", v.recipient.tenant, cause, env.GetId(), nil)
+		ev.Body = &alpv1.Event_Deliverable{Deliverable: v.deliverable}
+		if _, err := s.Bus.Append(ctx, dsubj, 0, ev); err != nil && !errors.Is(err, bus.ErrConflict) {
+			return err
+		}
+	}
+
+	v.decided.Envelope = env
+	v.decided.SenderPersonId = req.GetSenderPersonId()
 	ev := s.NewEvent("decided", tenant, cause, env.GetId(), nil)
-	ev.Body = &alpv1.Event_Decided{Decided: &alpv1.Decided{
-		Envelope:       env,
-		Outcome:        alpv1.Outcome_OUTCOME_REFUSE,
-		SenderPersonId: req.GetSenderPersonId(),
-		Reasons: []*alpv1.Reason{{
-			Party:   "broker",
-			Rule:    "default-deny",
-			Message: "no policy rule allows this message; alpd denies by default",
-		}},
-	}}
+	ev.Body = &alpv1.Event_Decided{Decided: v.decided}
 	_, err = s.Bus.Publish(ctx, subject, ev)
 	return err
 }

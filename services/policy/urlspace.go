@@ -7,12 +7,16 @@ import (
 )
 
 // URLSpace is policy's part of the public URL space (docs/architecture.md):
-// a person's rules and connections, and the organizations' policy sets.
+// a person's rules, connections and blocks, and the organizations' policy
+// sets, message types and pre-approved relationships (services/policy/api).
 // Holding it, served or not, keeps every other service out of it.
 func URLSpace() httproute.Space {
 	return httproute.Space{Owner: envelope.ServiceName(alpv1.Role_ROLE_POLICY), Paths: []string{
 		"/v1/rules", "/v1/rules/",
 		"/v1/connections", "/v1/connections/",
+		"/v1/blocks", "/v1/blocks/",
 		"/v1/admin/policies/",
+		"/v1/admin/types", "/v1/admin/types/",
+		"/v1/admin/relationships",
 	}}
 }

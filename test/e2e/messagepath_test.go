@@ -69,8 +69,10 @@ func TestMessagePath(t *testing.T) {
 
 	// 1. The NLIP door → ingress → policy → back to the agent.
 	res := sendOnPath(t, addr, pat)
-	if res.Outcome != "refuse" || len(res.Reasons) != 1 || res.Reasons[0].Party != "broker" || res.Reasons[0].Rule != "default-deny" {
-		t.Fatalf("decision answered to the agent: %+v; want refuse by the broker's default-deny", res)
+	// Bo is at another broker and has never connected with Ana: to a
+	// stranger, only a connection request may go.
+	if res.Outcome != "refuse" || len(res.Reasons) != 1 || res.Reasons[0].Party != "broker" || !strings.Contains(res.Reasons[0].Message, "stranger") {
+		t.Fatalf("decision answered to the agent: %+v; want refuse by the broker's stranger rule", res)
 	}
 	if res.Type != pathType || res.To != pathTo || res.EnvelopeID == "" {
 		t.Fatalf("answer names envelope %q (%s to %s); want the one sent (%s to %s)", res.EnvelopeID, res.Type, res.To, pathType, pathTo)
@@ -98,8 +100,12 @@ func TestMessagePath(t *testing.T) {
 
 	decided := storedEvent(t, js, streams.Decided, func() (string, error) { return streams.DecidedSubject(splitTenant, person, id) })
 	d := decided.GetDecided()
-	if d == nil || d.GetEnvelope().GetId() != id || d.GetOutcome() != alpv1.Outcome_OUTCOME_REFUSE {
-		t.Fatalf("decided stream holds %v for envelope %s; want policy's refusal", decided, id)
+	if d == nil || d.GetEnvelope().GetId() != id || d.GetOutcome() != alpv1.Outcome_OUTCOME_REFUSE ||
+		len(d.GetReasons()) != 1 || d.GetReasons()[0].GetCode() != "stranger" {
+		t.Fatalf("decided stream holds %v for envelope %s; want policy's refusal of a stranger", decided, id)
+	}
+	if d.GetEnvelope().GetSealedBody() != nil || len(d.GetEnvelope().GetBody()) != 0 {
+		t.Errorf("a refused envelope leaves the sender side with a body")
 	}
 	if got, want := decided.GetHeader().GetCausationId(), sent.GetHeader().GetEventId(); got != want {
 		t.Errorf("Decided is caused by %q; want the SendRequested %q", got, want)

@@ -26,7 +26,6 @@ import (
 
 // Defaults.
 const (
-	DefaultAdminRole          = "alp.admin"
 	DefaultMaxBodyBytes       = 64 << 10
 	DefaultPATLifetime        = 30 * 24 * time.Hour
 	DefaultMaxPATLifetime     = 90 * 24 * time.Hour
@@ -70,7 +69,7 @@ type Config struct {
 	PATLister PATLister
 
 	// AdminRole is the session role that may register company clients and
-	// bind vendor attestations. Default "alp.admin".
+	// bind vendor attestations. Default alp.AdminRole.
 	AdminRole string
 	// Scopes are the scopes a PAT may carry. None means no PAT can be
 	// issued.
@@ -132,7 +131,7 @@ func New(cfg Config) (*Registrar, error) {
 		bad("Store is required")
 	}
 	if cfg.AdminRole == "" {
-		cfg.AdminRole = DefaultAdminRole
+		cfg.AdminRole = alp.AdminRole
 	}
 	for _, s := range cfg.Scopes {
 		if !validScope(s) {

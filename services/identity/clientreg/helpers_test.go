@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
@@ -135,7 +136,7 @@ type web struct {
 }
 
 var users = []testidp.User{
-	{Subject: "sub-alice", Username: "alice", Roles: []string{"viewer", clientreg.DefaultAdminRole}},
+	{Subject: "sub-alice", Username: "alice", Roles: []string{"viewer", alp.AdminRole}},
 	{Subject: "sub-bob", Username: "bob", Roles: []string{"viewer"}},
 }
 

@@ -32,8 +32,8 @@ func errorMessage(e *httpjson.Error) *nlip.Message {
 	if e.RetryAfter > 0 {
 		detail["retry_after"] = e.RetryAfter
 	}
-	if e.Errors != nil {
-		detail["errors"] = e.Errors
+	if e.Problems != nil {
+		detail["problems"] = e.Problems
 	}
 	m := nlip.NewMessage(nlip.Text("english", e.Message), structured(labelError, detail))
 	m.MessageType = "error"
@@ -85,7 +85,7 @@ func classify(err error) *httpjson.Error {
 	case errors.As(err, &body):
 		e := newError(http.StatusUnprocessableEntity, body.Code, "%s", body.Description())
 		if len(body.Errors) > 0 {
-			e.Errors = body.Errors
+			e.Problems = body.Errors
 		}
 		return e
 	case errors.Is(err, ingress.ErrTypesUnavailable):

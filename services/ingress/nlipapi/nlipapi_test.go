@@ -460,7 +460,8 @@ func TestBodiesRefusedAtTheDoor(t *testing.T) {
 		t.Fatalf("invalid body: %d %v", resp.StatusCode, e)
 	}
 	var got []string
-	for _, f := range e["errors"].([]any) {
+	problems, _ := e["problems"].([]any)
+	for _, f := range problems {
 		m := f.(map[string]any)
 		if m["message"] == "" {
 			t.Errorf("failure without a message: %v", m)

@@ -224,7 +224,10 @@ type OrgRule struct {
 
 const maxRole = 256
 
-func checkOrgRule(r OrgRule) (OrgRule, error) {
+// CheckOrgRule validates r and answers it normalized (the domain in lower
+// case), as SetOrgRule stores it; a caller setting several rules checks
+// them all first, so that a bad one stores none.
+func CheckOrgRule(r OrgRule) (OrgRule, error) {
 	switch r.Kind {
 	case SameOrg:
 		if r.Role != "" || r.Domain != "" {

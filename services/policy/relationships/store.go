@@ -400,7 +400,7 @@ func (s *Store) SetOrgRule(ctx context.Context, tenant string, rule OrgRule, act
 	if err != nil {
 		return err
 	}
-	if rule, err = checkOrgRule(rule); err != nil {
+	if rule, err = CheckOrgRule(rule); err != nil {
 		return err
 	}
 	if by.GetId() == "" || by.GetKind() == alpv1.ActorKind_ACTOR_KIND_UNSPECIFIED {

@@ -82,6 +82,10 @@ func New(limits Limits) (*Engine, error) {
 	return &Engine{limits: limits, validator: validate.New(r, validate.WithStrict())}, nil
 }
 
+// Limits are the engine's limits, defaults filled in: a surface that
+// takes rule text bounds its request bodies by MaxBytes.
+func (e *Engine) Limits() Limits { return e.limits }
+
 // Schema returns the entity model in Cedar schema syntax, for docs and for
 // editors that validate locally.
 func Schema() []byte { return append([]byte(nil), schemaText...) }

@@ -126,19 +126,680 @@ func (x *PingResponse) GetReady() bool {
 	return false
 }
 
+type PushRuleSetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A tenant this broker hosts.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	// sender, sender_org, recipient_org or recipient.
+	Party string `protobuf:"bytes,2,opt,name=party" json:"party,omitempty"`
+	// Whose set: the person id for sender and recipient; the tenant (or empty)
+	// for sender_org and recipient_org.
+	Owner string `protobuf:"bytes,3,opt,name=owner" json:"owner,omitempty"`
+	// The Cedar policy set, whole.
+	Text string `protobuf:"bytes,4,opt,name=text" json:"text,omitempty"`
+	// The version the text replaces (0: the template, before the first
+	// write). Absent: whatever version is current (the pushed file is the
+	// truth); a write racing another is still refused.
+	ExpectVersion *uint64 `protobuf:"varint,5,opt,name=expect_version,json=expectVersion" json:"expect_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushRuleSetRequest) Reset() {
+	*x = PushRuleSetRequest{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushRuleSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushRuleSetRequest) ProtoMessage() {}
+
+func (x *PushRuleSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushRuleSetRequest.ProtoReflect.Descriptor instead.
+func (*PushRuleSetRequest) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PushRuleSetRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *PushRuleSetRequest) GetParty() string {
+	if x != nil {
+		return x.Party
+	}
+	return ""
+}
+
+func (x *PushRuleSetRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PushRuleSetRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *PushRuleSetRequest) GetExpectVersion() uint64 {
+	if x != nil && x.ExpectVersion != nil {
+		return *x.ExpectVersion
+	}
+	return 0
+}
+
+type PushRuleSetResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint64                 `protobuf:"varint,1,opt,name=version" json:"version,omitempty"`
+	// Hex SHA-256 of the text stored.
+	Digest        string `protobuf:"bytes,2,opt,name=digest" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushRuleSetResponse) Reset() {
+	*x = PushRuleSetResponse{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushRuleSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushRuleSetResponse) ProtoMessage() {}
+
+func (x *PushRuleSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushRuleSetResponse.ProtoReflect.Descriptor instead.
+func (*PushRuleSetResponse) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PushRuleSetResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *PushRuleSetResponse) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+// RuleSetRefused is the detail of a refused PushRuleSet.
+type RuleSetRefused struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The refusal's code: the first problem's (cedar_parse, missing_id,
+	// unknown_attribute …), or version_conflict.
+	Code     string            `protobuf:"bytes,1,opt,name=code" json:"code,omitempty"`
+	Problems []*RuleSetProblem `protobuf:"bytes,2,rep,name=problems" json:"problems,omitempty"`
+	// For version_conflict: the set's current version.
+	CurrentVersion uint64 `protobuf:"varint,3,opt,name=current_version,json=currentVersion" json:"current_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RuleSetRefused) Reset() {
+	*x = RuleSetRefused{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleSetRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleSetRefused) ProtoMessage() {}
+
+func (x *RuleSetRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleSetRefused.ProtoReflect.Descriptor instead.
+func (*RuleSetRefused) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RuleSetRefused) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *RuleSetRefused) GetProblems() []*RuleSetProblem {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+func (x *RuleSetRefused) GetCurrentVersion() uint64 {
+	if x != nil {
+		return x.CurrentVersion
+	}
+	return 0
+}
+
+// RuleSetProblem is one reason a set was refused (services/policy/rules).
+type RuleSetProblem struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Code     string                 `protobuf:"bytes,1,opt,name=code" json:"code,omitempty"`
+	Message  string                 `protobuf:"bytes,2,opt,name=message" json:"message,omitempty"`
+	PolicyId string                 `protobuf:"bytes,3,opt,name=policy_id,json=policyId" json:"policy_id,omitempty"`
+	// 1-based; 0 when the problem concerns the whole set.
+	Line          uint32 `protobuf:"varint,4,opt,name=line" json:"line,omitempty"`
+	Column        uint32 `protobuf:"varint,5,opt,name=column" json:"column,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleSetProblem) Reset() {
+	*x = RuleSetProblem{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleSetProblem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleSetProblem) ProtoMessage() {}
+
+func (x *RuleSetProblem) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleSetProblem.ProtoReflect.Descriptor instead.
+func (*RuleSetProblem) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RuleSetProblem) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *RuleSetProblem) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *RuleSetProblem) GetPolicyId() string {
+	if x != nil {
+		return x.PolicyId
+	}
+	return ""
+}
+
+func (x *RuleSetProblem) GetLine() uint32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *RuleSetProblem) GetColumn() uint32 {
+	if x != nil {
+		return x.Column
+	}
+	return 0
+}
+
+type DryRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A tenant this broker hosts; from is a person of it.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	From   string `protobuf:"bytes,2,opt,name=from" json:"from,omitempty"`
+	// The sending agent's trust class: consumer (default) or company.
+	TrustClass string `protobuf:"bytes,3,opt,name=trust_class,json=trustClass" json:"trust_class,omitempty"`
+	To         string `protobuf:"bytes,4,opt,name=to" json:"to,omitempty"`
+	// A message type, built-in or an organization's ("meeting.request/v1").
+	Type string `protobuf:"bytes,5,opt,name=type" json:"type,omitempty"`
+	// The body, JSON.
+	Body []byte `protobuf:"bytes,6,opt,name=body" json:"body,omitempty"`
+	// The recipient's agents' trust classes (consumer, company); empty:
+	// both, as the worker assumes.
+	RecipientAgentClasses []string `protobuf:"bytes,7,rep,name=recipient_agent_classes,json=recipientAgentClasses" json:"recipient_agent_classes,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *DryRunRequest) Reset() {
+	*x = DryRunRequest{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DryRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DryRunRequest) ProtoMessage() {}
+
+func (x *DryRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DryRunRequest.ProtoReflect.Descriptor instead.
+func (*DryRunRequest) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DryRunRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *DryRunRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *DryRunRequest) GetTrustClass() string {
+	if x != nil {
+		return x.TrustClass
+	}
+	return ""
+}
+
+func (x *DryRunRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *DryRunRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DryRunRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *DryRunRequest) GetRecipientAgentClasses() []string {
+	if x != nil {
+		return x.RecipientAgentClasses
+	}
+	return nil
+}
+
+type DryRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message's outcome with both stages (the sender side's alone for a
+	// remote recipient).
+	Outcome       v1.Outcome         `protobuf:"varint,1,opt,name=outcome,enum=alp.v1.Outcome" json:"outcome,omitempty"`
+	SenderOutcome v1.Outcome         `protobuf:"varint,2,opt,name=sender_outcome,json=senderOutcome,enum=alp.v1.Outcome" json:"sender_outcome,omitempty"`
+	Reasons       []*v1.Reason       `protobuf:"bytes,3,rep,name=reasons" json:"reasons,omitempty"`
+	Fields        []*v1.FieldVerdict `protobuf:"bytes,4,rep,name=fields" json:"fields,omitempty"`
+	Views         []*DryRunView      `protobuf:"bytes,5,rep,name=views" json:"views,omitempty"`
+	Held          []*DryRunHeld      `protobuf:"bytes,6,rep,name=held" json:"held,omitempty"`
+	// The relationship as each side sees it (blocked, connected, …).
+	SenderRelationship    string `protobuf:"bytes,7,opt,name=sender_relationship,json=senderRelationship" json:"sender_relationship,omitempty"`
+	RecipientRelationship string `protobuf:"bytes,8,opt,name=recipient_relationship,json=recipientRelationship" json:"recipient_relationship,omitempty"`
+	// Whether the recipient is hosted here (then the recipient side ran).
+	RecipientLocal bool     `protobuf:"varint,9,opt,name=recipient_local,json=recipientLocal" json:"recipient_local,omitempty"`
+	RuleVersions   []string `protobuf:"bytes,10,rep,name=rule_versions,json=ruleVersions" json:"rule_versions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DryRunResponse) Reset() {
+	*x = DryRunResponse{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DryRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DryRunResponse) ProtoMessage() {}
+
+func (x *DryRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DryRunResponse.ProtoReflect.Descriptor instead.
+func (*DryRunResponse) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DryRunResponse) GetOutcome() v1.Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return v1.Outcome(0)
+}
+
+func (x *DryRunResponse) GetSenderOutcome() v1.Outcome {
+	if x != nil {
+		return x.SenderOutcome
+	}
+	return v1.Outcome(0)
+}
+
+func (x *DryRunResponse) GetReasons() []*v1.Reason {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *DryRunResponse) GetFields() []*v1.FieldVerdict {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *DryRunResponse) GetViews() []*DryRunView {
+	if x != nil {
+		return x.Views
+	}
+	return nil
+}
+
+func (x *DryRunResponse) GetHeld() []*DryRunHeld {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *DryRunResponse) GetSenderRelationship() string {
+	if x != nil {
+		return x.SenderRelationship
+	}
+	return ""
+}
+
+func (x *DryRunResponse) GetRecipientRelationship() string {
+	if x != nil {
+		return x.RecipientRelationship
+	}
+	return ""
+}
+
+func (x *DryRunResponse) GetRecipientLocal() bool {
+	if x != nil {
+		return x.RecipientLocal
+	}
+	return false
+}
+
+func (x *DryRunResponse) GetRuleVersions() []string {
+	if x != nil {
+		return x.RuleVersions
+	}
+	return nil
+}
+
+type DryRunView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TrustClass    string                 `protobuf:"bytes,1,opt,name=trust_class,json=trustClass" json:"trust_class,omitempty"`
+	Pointers      []string               `protobuf:"bytes,2,rep,name=pointers" json:"pointers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DryRunView) Reset() {
+	*x = DryRunView{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DryRunView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DryRunView) ProtoMessage() {}
+
+func (x *DryRunView) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DryRunView.ProtoReflect.Descriptor instead.
+func (*DryRunView) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DryRunView) GetTrustClass() string {
+	if x != nil {
+		return x.TrustClass
+	}
+	return ""
+}
+
+func (x *DryRunView) GetPointers() []string {
+	if x != nil {
+		return x.Pointers
+	}
+	return nil
+}
+
+type DryRunHeld struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          v1.HeldKind            `protobuf:"varint,1,opt,name=kind,enum=alp.v1.HeldKind" json:"kind,omitempty"`
+	Pointers      []string               `protobuf:"bytes,2,rep,name=pointers" json:"pointers,omitempty"`
+	Commits       string                 `protobuf:"bytes,3,opt,name=commits" json:"commits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DryRunHeld) Reset() {
+	*x = DryRunHeld{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DryRunHeld) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DryRunHeld) ProtoMessage() {}
+
+func (x *DryRunHeld) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DryRunHeld.ProtoReflect.Descriptor instead.
+func (*DryRunHeld) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DryRunHeld) GetKind() v1.HeldKind {
+	if x != nil {
+		return x.Kind
+	}
+	return v1.HeldKind(0)
+}
+
+func (x *DryRunHeld) GetPointers() []string {
+	if x != nil {
+		return x.Pointers
+	}
+	return nil
+}
+
+func (x *DryRunHeld) GetCommits() string {
+	if x != nil {
+		return x.Commits
+	}
+	return ""
+}
+
 var File_alp_policy_v1_policy_proto protoreflect.FileDescriptor
 
 const file_alp_policy_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1aalp/policy/v1/policy.proto\x12\ralp.policy.v1\x1a\x15alp/v1/envelope.proto\";\n" +
+	"\x1aalp/policy/v1/policy.proto\x12\ralp.policy.v1\x1a\x15alp/v1/envelope.proto\x1a\x13alp/v1/events.proto\";\n" +
 	"\vPingRequest\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\"l\n" +
 	"\fPingResponse\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x14\n" +
-	"\x05ready\x18\x03 \x01(\bR\x05ready2P\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready\"\x9a\x01\n" +
+	"\x12PushRuleSetRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05party\x18\x02 \x01(\tR\x05party\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12,\n" +
+	"\x0eexpect_version\x18\x05 \x01(\x04B\x05\xaa\x01\x02\b\x01R\rexpectVersion\"G\n" +
+	"\x13PushRuleSetResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\"\x88\x01\n" +
+	"\x0eRuleSetRefused\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x129\n" +
+	"\bproblems\x18\x02 \x03(\v2\x1d.alp.policy.v1.RuleSetProblemR\bproblems\x12'\n" +
+	"\x0fcurrent_version\x18\x03 \x01(\x04R\x0ecurrentVersion\"\x87\x01\n" +
+	"\x0eRuleSetProblem\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
+	"\tpolicy_id\x18\x03 \x01(\tR\bpolicyId\x12\x12\n" +
+	"\x04line\x18\x04 \x01(\rR\x04line\x12\x16\n" +
+	"\x06column\x18\x05 \x01(\rR\x06column\"\xcc\x01\n" +
+	"\rDryRunRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x1f\n" +
+	"\vtrust_class\x18\x03 \x01(\tR\n" +
+	"trustClass\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\tR\x02to\x12\x12\n" +
+	"\x04type\x18\x05 \x01(\tR\x04type\x12\x12\n" +
+	"\x04body\x18\x06 \x01(\fR\x04body\x126\n" +
+	"\x17recipient_agent_classes\x18\a \x03(\tR\x15recipientAgentClasses\"\xe1\x03\n" +
+	"\x0eDryRunResponse\x12)\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x0f.alp.v1.OutcomeR\aoutcome\x126\n" +
+	"\x0esender_outcome\x18\x02 \x01(\x0e2\x0f.alp.v1.OutcomeR\rsenderOutcome\x12(\n" +
+	"\areasons\x18\x03 \x03(\v2\x0e.alp.v1.ReasonR\areasons\x12,\n" +
+	"\x06fields\x18\x04 \x03(\v2\x14.alp.v1.FieldVerdictR\x06fields\x12/\n" +
+	"\x05views\x18\x05 \x03(\v2\x19.alp.policy.v1.DryRunViewR\x05views\x12-\n" +
+	"\x04held\x18\x06 \x03(\v2\x19.alp.policy.v1.DryRunHeldR\x04held\x12/\n" +
+	"\x13sender_relationship\x18\a \x01(\tR\x12senderRelationship\x125\n" +
+	"\x16recipient_relationship\x18\b \x01(\tR\x15recipientRelationship\x12'\n" +
+	"\x0frecipient_local\x18\t \x01(\bR\x0erecipientLocal\x12#\n" +
+	"\rrule_versions\x18\n" +
+	" \x03(\tR\fruleVersions\"I\n" +
+	"\n" +
+	"DryRunView\x12\x1f\n" +
+	"\vtrust_class\x18\x01 \x01(\tR\n" +
+	"trustClass\x12\x1a\n" +
+	"\bpointers\x18\x02 \x03(\tR\bpointers\"h\n" +
+	"\n" +
+	"DryRunHeld\x12$\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x10.alp.v1.HeldKindR\x04kind\x12\x1a\n" +
+	"\bpointers\x18\x02 \x03(\tR\bpointers\x12\x18\n" +
+	"\acommits\x18\x03 \x01(\tR\acommits2\xed\x01\n" +
 	"\rPolicyService\x12?\n" +
-	"\x04Ping\x12\x1a.alp.policy.v1.PingRequest\x1a\x1b.alp.policy.v1.PingResponseB\xb4\x01\n" +
+	"\x04Ping\x12\x1a.alp.policy.v1.PingRequest\x1a\x1b.alp.policy.v1.PingResponse\x12T\n" +
+	"\vPushRuleSet\x12!.alp.policy.v1.PushRuleSetRequest\x1a\".alp.policy.v1.PushRuleSetResponse\x12E\n" +
+	"\x06DryRun\x12\x1c.alp.policy.v1.DryRunRequest\x1a\x1d.alp.policy.v1.DryRunResponseB\xb4\x01\n" +
 	"\x11com.alp.policy.v1B\vPolicyProtoP\x01Z7github.com/alpd-project/alpd/gen/alp/policy/v1;policyv1\xa2\x02\x03APX\xaa\x02\rAlp.Policy.V1\xca\x02\rAlp\\Policy\\V1\xe2\x02\x19Alp\\Policy\\V1\\GPBMetadata\xea\x02\x0fAlp::Policy::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
 var (
@@ -153,22 +814,46 @@ func file_alp_policy_v1_policy_proto_rawDescGZIP() []byte {
 	return file_alp_policy_v1_policy_proto_rawDescData
 }
 
-var file_alp_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_alp_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_alp_policy_v1_policy_proto_goTypes = []any{
-	(*PingRequest)(nil),  // 0: alp.policy.v1.PingRequest
-	(*PingResponse)(nil), // 1: alp.policy.v1.PingResponse
-	(*v1.Envelope)(nil),  // 2: alp.v1.Envelope
+	(*PingRequest)(nil),         // 0: alp.policy.v1.PingRequest
+	(*PingResponse)(nil),        // 1: alp.policy.v1.PingResponse
+	(*PushRuleSetRequest)(nil),  // 2: alp.policy.v1.PushRuleSetRequest
+	(*PushRuleSetResponse)(nil), // 3: alp.policy.v1.PushRuleSetResponse
+	(*RuleSetRefused)(nil),      // 4: alp.policy.v1.RuleSetRefused
+	(*RuleSetProblem)(nil),      // 5: alp.policy.v1.RuleSetProblem
+	(*DryRunRequest)(nil),       // 6: alp.policy.v1.DryRunRequest
+	(*DryRunResponse)(nil),      // 7: alp.policy.v1.DryRunResponse
+	(*DryRunView)(nil),          // 8: alp.policy.v1.DryRunView
+	(*DryRunHeld)(nil),          // 9: alp.policy.v1.DryRunHeld
+	(*v1.Envelope)(nil),         // 10: alp.v1.Envelope
+	(v1.Outcome)(0),             // 11: alp.v1.Outcome
+	(*v1.Reason)(nil),           // 12: alp.v1.Reason
+	(*v1.FieldVerdict)(nil),     // 13: alp.v1.FieldVerdict
+	(v1.HeldKind)(0),            // 14: alp.v1.HeldKind
 }
 var file_alp_policy_v1_policy_proto_depIdxs = []int32{
-	2, // 0: alp.policy.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
-	2, // 1: alp.policy.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
-	0, // 2: alp.policy.v1.PolicyService.Ping:input_type -> alp.policy.v1.PingRequest
-	1, // 3: alp.policy.v1.PolicyService.Ping:output_type -> alp.policy.v1.PingResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	10, // 0: alp.policy.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
+	10, // 1: alp.policy.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
+	5,  // 2: alp.policy.v1.RuleSetRefused.problems:type_name -> alp.policy.v1.RuleSetProblem
+	11, // 3: alp.policy.v1.DryRunResponse.outcome:type_name -> alp.v1.Outcome
+	11, // 4: alp.policy.v1.DryRunResponse.sender_outcome:type_name -> alp.v1.Outcome
+	12, // 5: alp.policy.v1.DryRunResponse.reasons:type_name -> alp.v1.Reason
+	13, // 6: alp.policy.v1.DryRunResponse.fields:type_name -> alp.v1.FieldVerdict
+	8,  // 7: alp.policy.v1.DryRunResponse.views:type_name -> alp.policy.v1.DryRunView
+	9,  // 8: alp.policy.v1.DryRunResponse.held:type_name -> alp.policy.v1.DryRunHeld
+	14, // 9: alp.policy.v1.DryRunHeld.kind:type_name -> alp.v1.HeldKind
+	0,  // 10: alp.policy.v1.PolicyService.Ping:input_type -> alp.policy.v1.PingRequest
+	2,  // 11: alp.policy.v1.PolicyService.PushRuleSet:input_type -> alp.policy.v1.PushRuleSetRequest
+	6,  // 12: alp.policy.v1.PolicyService.DryRun:input_type -> alp.policy.v1.DryRunRequest
+	1,  // 13: alp.policy.v1.PolicyService.Ping:output_type -> alp.policy.v1.PingResponse
+	3,  // 14: alp.policy.v1.PolicyService.PushRuleSet:output_type -> alp.policy.v1.PushRuleSetResponse
+	7,  // 15: alp.policy.v1.PolicyService.DryRun:output_type -> alp.policy.v1.DryRunResponse
+	13, // [13:16] is the sub-list for method output_type
+	10, // [10:13] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_alp_policy_v1_policy_proto_init() }
@@ -182,7 +867,7 @@ func file_alp_policy_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_policy_v1_policy_proto_rawDesc), len(file_alp_policy_v1_policy_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,7 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PolicyService_Ping_FullMethodName = "/alp.policy.v1.PolicyService/Ping"
+	PolicyService_Ping_FullMethodName        = "/alp.policy.v1.PolicyService/Ping"
+	PolicyService_PushRuleSet_FullMethodName = "/alp.policy.v1.PolicyService/PushRuleSet"
+	PolicyService_DryRun_FullMethodName      = "/alp.policy.v1.PolicyService/DryRun"
 )
 
 // PolicyServiceClient is the client API for PolicyService service.
@@ -32,6 +34,18 @@ type PolicyServiceClient interface {
 	// Ping passes an envelope through the service: the service appends its NMP
 	// trace entry and answers with its readiness.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
+	// PushRuleSet stores a new version of one party's Cedar rule set as the
+	// broker's operator (bootstrap, GitOps: `alpctl policy push`). Operators
+	// only (the operator certificate in split mode). The text is validated
+	// before anything is stored: a refusal is INVALID_ARGUMENT carrying a
+	// RuleSetRefused detail with every problem (line and column), a stale
+	// expect_version ABORTED with a RuleSetRefused of code version_conflict.
+	PushRuleSet(ctx context.Context, in *PushRuleSetRequest, opts ...grpc.CallOption) (*PushRuleSetResponse, error)
+	// DryRun runs a hypothetical message through the real rule sets,
+	// relationships and hard rules, and stores nothing (`alpctl policy
+	// check`). Operators only. It answers every field's verdict with every
+	// party's policy id: the operator sees what no sender does.
+	DryRun(ctx context.Context, in *DryRunRequest, opts ...grpc.CallOption) (*DryRunResponse, error)
 }
 
 type policyServiceClient struct {
@@ -52,6 +66,26 @@ func (c *policyServiceClient) Ping(ctx context.Context, in *PingRequest, opts ..
 	return out, nil
 }
 
+func (c *policyServiceClient) PushRuleSet(ctx context.Context, in *PushRuleSetRequest, opts ...grpc.CallOption) (*PushRuleSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PushRuleSetResponse)
+	err := c.cc.Invoke(ctx, PolicyService_PushRuleSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *policyServiceClient) DryRun(ctx context.Context, in *DryRunRequest, opts ...grpc.CallOption) (*DryRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DryRunResponse)
+	err := c.cc.Invoke(ctx, PolicyService_DryRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PolicyServiceServer is the server API for PolicyService service.
 // All implementations must embed UnimplementedPolicyServiceServer
 // for forward compatibility.
@@ -62,6 +96,18 @@ type PolicyServiceServer interface {
 	// Ping passes an envelope through the service: the service appends its NMP
 	// trace entry and answers with its readiness.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
+	// PushRuleSet stores a new version of one party's Cedar rule set as the
+	// broker's operator (bootstrap, GitOps: `alpctl policy push`). Operators
+	// only (the operator certificate in split mode). The text is validated
+	// before anything is stored: a refusal is INVALID_ARGUMENT carrying a
+	// RuleSetRefused detail with every problem (line and column), a stale
+	// expect_version ABORTED with a RuleSetRefused of code version_conflict.
+	PushRuleSet(context.Context, *PushRuleSetRequest) (*PushRuleSetResponse, error)
+	// DryRun runs a hypothetical message through the real rule sets,
+	// relationships and hard rules, and stores nothing (`alpctl policy
+	// check`). Operators only. It answers every field's verdict with every
+	// party's policy id: the operator sees what no sender does.
+	DryRun(context.Context, *DryRunRequest) (*DryRunResponse, error)
 	mustEmbedUnimplementedPolicyServiceServer()
 }
 
@@ -74,6 +120,12 @@ type UnimplementedPolicyServiceServer struct{}
 
 func (UnimplementedPolicyServiceServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Ping not implemented")
+}
+func (UnimplementedPolicyServiceServer) PushRuleSet(context.Context, *PushRuleSetRequest) (*PushRuleSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PushRuleSet not implemented")
+}
+func (UnimplementedPolicyServiceServer) DryRun(context.Context, *DryRunRequest) (*DryRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DryRun not implemented")
 }
 func (UnimplementedPolicyServiceServer) mustEmbedUnimplementedPolicyServiceServer() {}
 func (UnimplementedPolicyServiceServer) testEmbeddedByValue()                       {}
@@ -114,6 +166,42 @@ func _PolicyService_Ping_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PolicyService_PushRuleSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PushRuleSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PolicyServiceServer).PushRuleSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PolicyService_PushRuleSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PolicyServiceServer).PushRuleSet(ctx, req.(*PushRuleSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PolicyService_DryRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DryRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PolicyServiceServer).DryRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PolicyService_DryRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PolicyServiceServer).DryRun(ctx, req.(*DryRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PolicyService_ServiceDesc is the grpc.ServiceDesc for PolicyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -124,6 +212,14 @@ var PolicyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ping",
 			Handler:    _PolicyService_Ping_Handler,
+		},
+		{
+			MethodName: "PushRuleSet",
+			Handler:    _PolicyService_PushRuleSet_Handler,
+		},
+		{
+			MethodName: "DryRun",
+			Handler:    _PolicyService_DryRun_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
