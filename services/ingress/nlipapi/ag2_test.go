@@ -165,7 +165,7 @@ func TestAG2ClientEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AG2 client raised: %v", err)
 	}
-	if !strings.Contains(text, "refused") || !strings.Contains(text, "default-deny") {
+	if !strings.Contains(text, "refused") || !strings.Contains(text, "a stranger may only send connection.request/v1") {
 		t.Errorf("AG2 reads %q", text)
 	}
 	for k := range reply {

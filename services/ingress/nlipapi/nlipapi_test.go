@@ -36,8 +36,9 @@ func TestSendAnswersWithThePolicyOutcome(t *testing.T) {
 	if res["outcome"] != "refuse" || res["to"] != "bo@other.example" || res["type"] != "meeting.request/v1" {
 		t.Errorf("result %v", res)
 	}
+	// Bo is at another broker and a stranger to Ana: the hard rule.
 	reasons, _ := res["reasons"].([]any)
-	if len(reasons) != 1 || reasons[0].(map[string]any)["rule"] != "default-deny" {
+	if len(reasons) != 1 || reasons[0].(map[string]any)["party"] != "broker" || reasons[0].(map[string]any)["code"] != "stranger" {
 		t.Errorf("reasons %v", res["reasons"])
 	}
 	text, _ := reply.Content.Text()
