@@ -290,8 +290,10 @@ func waitDecided(t *testing.T, policy *conn, tenant, person, envelopeID string) 
 	}
 }
 
-// startOrder starts identity first: it provisions the tenant keys.
-var startOrder = []string{"identity", "ingress", "policy", "federation", "ledger", "approvals"}
+// startOrder starts identity first: it provisions the tenant keys; then
+// policy, whose stream holds the message types ingress is not ready
+// without.
+var startOrder = []string{"identity", "policy", "ingress", "federation", "ledger", "approvals"}
 
 // TestEachRoleWithItsOwnPermissions runs every service as its own broker
 // on a connection authenticated as that role's user only: each must create
@@ -502,12 +504,13 @@ func TestHardIsolation(t *testing.T) {
 	ksA, ksB := keystore.NewMemory(), keystore.NewMemory()
 	a := map[string]*conn{}
 	brokers := map[string]*broker.Broker{}
-	for _, role := range []string{"identity", "ingress", "policy"} {
+	for _, role := range []string{"identity", "policy", "ingress"} {
 		a[role] = c.connect(t, "a.example/"+role)
 		brokers[role] = runRole(t, a[role], ksA)
 	}
 	bIng := c.connect(t, "b.example/ingress")
 	runRole(t, c.connect(t, "b.example/identity"), ksB)
+	runRole(t, c.connect(t, "b.example/policy"), ksB)
 	runRole(t, bIng, ksB)
 
 	ctx := context.Background()

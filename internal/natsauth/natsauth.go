@@ -180,13 +180,17 @@ var batchReaders = map[alpv1.Role][]string{
 // Policy follows its own state (services/policy/relationships: every
 // replica keeps the relationships fresh, and is not ready while stale; and
 // internal/msgtypes/typestore, the organizations' message types on the
-// same stream's type subjects). Ingress will follow those type subjects
-// too, which needs a read grant narrower than the whole stream: the
-// relationships on it are none of ingress's business.
+// same stream's type subjects). Ingress follows those type subjects too
+// (typestore, to validate bodies at the door). Its reader filters on them
+// alone (streams.PolicyTypeFilter), but the grant cannot say so: a
+// projection's reader is created through the ephemeral form of the
+// consumer API, whose filter is in the request, not the subject NATS
+// checks — so ingress may read the whole policy stream (relationships and
+// rule sets included), as policy may.
 var readers = map[alpv1.Role][]string{
 	alpv1.Role_ROLE_POLICY:    {streams.Policy, streams.Identity},
 	alpv1.Role_ROLE_IDENTITY:  {streams.Identity},
-	alpv1.Role_ROLE_INGRESS:   {streams.Identity},
+	alpv1.Role_ROLE_INGRESS:   {streams.Identity, streams.Policy},
 	alpv1.Role_ROLE_APPROVALS: {streams.Identity},
 	alpv1.Role_ROLE_LEDGER:    {streams.Identity},
 }

@@ -18,12 +18,14 @@ import (
 func TestLedgerWorkPartitions(t *testing.T) {
 	work, _ := ByName(LedgerWork)
 	spec := work.Spec([]string{"example.org"}, Limits{})
-	wantSources := map[string]string{Send: "alp.send.*.*.*", Identity: "alp.identity.*.erasure.*"}
+	wantSources := map[string]string{Send: "alp.send.*.*.*", Decided: "alp.decided.*.*.*", Deliver: "alp.deliver.*.*.*", Identity: "alp.identity.*.erasure.*"}
 	if !maps.Equal(spec.Sources, wantSources) {
 		t.Errorf("sources %v, want %v", spec.Sources, wantSources)
 	}
 	wantTransforms := map[string]string{
 		Send:     "alp.send.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
+		Decided:  "alp.decided.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
+		Deliver:  "alp.deliver.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
 		Identity: "alp.identity.{{wildcard(1)}}.erasure.{{wildcard(2)}}.{{partition(8,1,2)}}",
 	}
 	if !maps.Equal(spec.Transforms, wantTransforms) {
@@ -43,7 +45,7 @@ func TestLedgerWorkPartitions(t *testing.T) {
 	for p, c := range ledger {
 		n := strconv.Itoa(p)
 		want := Consumer{Durable: "ledger_p" + n, Stream: LedgerWork,
-			FilterSubjects: []string{"alp.send.*.*.*." + n, "alp.identity.*.erasure.*." + n},
+			FilterSubjects: []string{"alp.send.*.*.*." + n, "alp.decided.*.*.*." + n, "alp.deliver.*.*.*." + n, "alp.identity.*.erasure.*." + n},
 			Owner:          alpv1.Role_ROLE_LEDGER, Kind: PartitionConsumer}
 		if c.Durable != want.Durable || c.Stream != want.Stream || !slices.Equal(c.FilterSubjects, want.FilterSubjects) ||
 			c.Owner != want.Owner || c.Kind != want.Kind {

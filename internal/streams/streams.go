@@ -49,8 +49,9 @@ const (
 	Policy = "policy"
 	// PolicyWork is the policy workers' queue, fed from send and inbound.
 	PolicyWork = "policy_work"
-	// LedgerWork is the ledger writers' queue, fed from send and from
-	// identity's erasures, partitioned by person (see LedgerPartitions).
+	// LedgerWork is the ledger writers' queue, fed from send, decided,
+	// deliver and identity's erasures, partitioned by person (see
+	// LedgerPartitions).
 	LedgerWork = "ledger_work"
 )
 
@@ -162,18 +163,22 @@ func Table() []Stream {
 			Retention: jetstream.WorkQueuePolicy, MaxAge: work,
 			Sources:     []Source{{Stream: Send, Filter: pattern(Send, ">")}, {Stream: Inbound, Filter: pattern(Inbound, ">")}},
 			Description: "Policy workers' queue, sourced from send and inbound (work queue shared by all policy replicas)."},
-		// Send subjects are alp.send.<tenant>.<person>.<envelope>, erasures
+		// Send subjects are alp.send.<tenant>.<person>.<envelope>, decisions
+		// alp.decided.<tenant>.<sender>.<envelope>, deliverables
+		// alp.deliver.<tenant>.<recipient>.<envelope>, erasures
 		// alp.identity.<tenant>.erasure.<person>: wildcards 1 and 2 are
-		// tenant and person in both, so all of a person's events meet in one
+		// tenant and person in all, so all of a person's events meet in one
 		// partition (queued as alp.send.<tenant>.<person>.<envelope>.<p>).
-		{Name: LedgerWork, Owner: alpv1.Role_ROLE_LEDGER, EventKinds: []string{"send_requested", "data_key_destroyed"},
+		{Name: LedgerWork, Owner: alpv1.Role_ROLE_LEDGER, EventKinds: []string{"send_requested", "decided", "deliverable", "data_key_destroyed"},
 			Retention: jetstream.WorkQueuePolicy, MaxAge: events,
 			Sources: []Source{
 				{Stream: Send, Filter: pattern(Send, "*", "*", "*")},
+				{Stream: Decided, Filter: pattern(Decided, "*", "*", "*")},
+				{Stream: Deliver, Filter: pattern(Deliver, "*", "*", "*")},
 				{Stream: Identity, Filter: pattern(Identity, "*", IdentityErasure, "*")},
 			},
 			Partitions: LedgerPartitions, PartitionBy: []int{1, 2},
-			Description: "Ledger writers' queue, sourced from send and identity's erasures, partitioned by person (one consumer per partition, shared by ledger replicas)."},
+			Description: "Ledger writers' queue, sourced from send, decided, deliver and identity's erasures, partitioned by person (one consumer per partition, shared by ledger replicas)."},
 	}
 }
 
