@@ -72,6 +72,8 @@ bench:
 	$(GO) test -run '^$$' -bench 'DecideMessage30|AuthorizeOnce' -benchmem ./services/policy/rules/
 	$(GO) test -run '^$$' -bench 'Current|CompileEachRead' -benchtime 2000x ./services/policy/rulestore/
 	$(GO) test -run '^$$' -bench 'Floor|Scan280' -benchmem ./services/policy/dlp/
+	# The governed send against the real binary, beside a loopback echo.
+	ALPD_LOAD=1 $(GO) test -count=1 -run '^TestGovernedSendLatency$$' -v ./test/e2e/
 
 # The demo: start alpd all-in-one on the embedded NATS, show it healthy with
 # its streams, stop it.
