@@ -11,7 +11,7 @@ type metrics struct {
 	processed         *prometheus.CounterVec
 	failures          *prometheus.CounterVec
 	deadLetters       *prometheus.CounterVec
-	duplicates        *prometheus.CounterVec
+	repeats           *prometheus.CounterVec
 	forbiddenProducer *prometheus.CounterVec
 	lag               *prometheus.GaugeVec
 	handleSeconds     *prometheus.HistogramVec
@@ -32,8 +32,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "alpd_bus_dead_letters_total", Help: "Events moved to the dead-letter stream.",
 		}, []string{"consumer"}),
-		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "alpd_bus_duplicates_skipped_total", Help: "Redelivered events skipped by the seen-set.",
+		repeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "alpd_bus_possible_repeats_total", Help: "Deliveries handed to the handler as possible repeats (Delivery.Repeat: delivered before, or older than half the dedupe window).",
 		}, []string{"consumer"}),
 		forbiddenProducer: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "alpd_bus_forbidden_producer_total", Help: "Events refused because their producer role may not produce them on that subject.",
@@ -59,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "alpd_bus_append_conflicts_total", Help: "Appends refused because another writer came first.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.processed, m.failures, m.deadLetters, m.duplicates, m.forbiddenProducer, m.lag,
+	for _, c := range []prometheus.Collector{m.processed, m.failures, m.deadLetters, m.repeats, m.forbiddenProducer, m.lag,
 		m.handleSeconds, m.publishSeconds, m.publishFailures, m.publishDuplicates, m.appendConflicts} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

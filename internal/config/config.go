@@ -321,9 +321,6 @@ type Bus struct {
 	// dead-letter subject.
 	MaxDeliver int           `yaml:"max_deliver"`
 	AckWait    time.Duration `yaml:"ack_wait"`
-	// SeenTTL is how long consumers remember a source event id, to stay
-	// idempotent after the dedupe window has passed.
-	SeenTTL time.Duration `yaml:"seen_ttl"`
 }
 
 // Default returns the built-in defaults. It has no tenants, so it is not
@@ -361,7 +358,6 @@ func Default() Config {
 			WorkMaxAge:  24 * time.Hour,
 			MaxDeliver:  5,
 			AckWait:     30 * time.Second,
-			SeenTTL:     168 * time.Hour,
 		},
 	}
 }

@@ -271,8 +271,6 @@ func TestValidateRules(t *testing.T) {
 		{"bus max deliver zero", func(c *Config) { c.Bus.MaxDeliver = 0 }, "config: bus.max_deliver: 0 is out of range 1 to 100", ""},
 		{"bus max deliver 101", func(c *Config) { c.Bus.MaxDeliver = 101 }, "config: bus.max_deliver: 101 is out of range", ""},
 		{"bus ack wait below 1s", func(c *Config) { c.Bus.AckWait = 999 * time.Millisecond }, "config: bus.ack_wait: 999ms is below the minimum of 1s", ""},
-		{"bus seen ttl equal to duplicates", func(c *Config) { c.Bus.SeenTTL = c.Bus.Duplicates }, "config: bus.seen_ttl: 2m must be longer than bus.duplicates (2m)", ""},
-		{"bus seen ttl shorter", func(c *Config) { c.Bus.SeenTTL = time.Minute }, "config: bus.seen_ttl:", ""},
 		{"ledger max exports zero", func(c *Config) { c.Ledger.MaxExports, c.Ledger.MaxExportsPerPerson = 0, 1 }, "config: ledger.max_exports: 0 is out of range 1 to 1000", ""},
 		{"ledger exports per person over max", func(c *Config) { c.Ledger.MaxExportsPerPerson = 5 }, "config: ledger.max_exports_per_person: 5 is out of range 1 to 4", ""},
 		{"ledger export write timeout", func(c *Config) { c.Ledger.ExportWriteTimeout = 0 }, "config: ledger.export_write_timeout: 0s is out of range 1s to 10m", ""},
@@ -345,7 +343,7 @@ func TestValidateAccepts(t *testing.T) {
 		{"events kept forever", func(c *Config) { c.Bus.EventMaxAge = 0 }},
 		{"bus minimums", func(c *Config) {
 			c.Bus = Bus{Duplicates: time.Second, EventMaxAge: time.Hour, WorkMaxAge: time.Second,
-				MaxDeliver: 1, AckWait: time.Second, SeenTTL: time.Second + 1}
+				MaxDeliver: 1, AckWait: time.Second}
 		}},
 		{"bus maximums", func(c *Config) { c.Bus.MaxDeliver = 100 }},
 		{"idp extra scopes", func(c *Config) {
@@ -682,8 +680,8 @@ func TestFileErrors(t *testing.T) {
 			[]string{`config: alpd.yaml: line 2: nats.replicas: want an integer, got "three"`}},
 		{"fraction for an integer", "bus:\n  max_deliver: 2.5\n",
 			[]string{`line 2: bus.max_deliver: want an integer, got "2.5"`}},
-		{"duration expected", "bus:\n  seen_ttl: 7d\n",
-			[]string{`config: alpd.yaml: line 2: bus.seen_ttl: "7d" is not a duration`}},
+		{"duration expected", "bus:\n  work_max_age: 7d\n",
+			[]string{`config: alpd.yaml: line 2: bus.work_max_age: "7d" is not a duration`}},
 		{"duration given a list", "bus:\n  ack_wait: [1s]\n",
 			[]string{"line 2: bus.ack_wait:"}},
 		{"list expected", "nats:\n  urls: nats://a:4222\n",
@@ -780,7 +778,7 @@ func TestRoundTrip(t *testing.T) {
 		GRPC:     GRPC{Listen: ":9090", Peers: map[string]string{"identity": "identity:9090", "ledger": "ledger:9090"}},
 		Keystore: Keystore{Backend: "file", Path: "/var/lib/alpd/ks", KEKFile: "/etc/alpd/kek"},
 		Log:      Log{Level: "debug", Format: "text"},
-		Bus:      Bus{Duplicates: 5 * time.Minute, EventMaxAge: 0, WorkMaxAge: 12 * time.Hour, MaxDeliver: 9, AckWait: 45 * time.Second, SeenTTL: 200 * time.Hour},
+		Bus:      Bus{Duplicates: 5 * time.Minute, EventMaxAge: 0, WorkMaxAge: 12 * time.Hour, MaxDeliver: 9, AckWait: 45 * time.Second},
 	}
 	data, err := yaml.Marshal(c)
 	if err != nil {

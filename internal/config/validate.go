@@ -349,9 +349,6 @@ func (c *Config) validate() []fieldError {
 	if b.AckWait < MinAckWait {
 		bad("bus.ack_wait", "%s is below the minimum of %s", fmtDuration(b.AckWait), fmtDuration(MinAckWait))
 	}
-	if b.SeenTTL <= b.Duplicates {
-		bad("bus.seen_ttl", "%s must be longer than bus.duplicates (%s): consumers must remember an event id after JetStream has forgotten it", fmtDuration(b.SeenTTL), fmtDuration(b.Duplicates))
-	}
 	return fes
 }
 

@@ -143,7 +143,7 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 		Services: services,
 		Peers:    cfg.GRPC.Peers,
 		Bus: broker.BusConfig{
-			Replicas: cfg.NATS.Replicas, Duplicates: cfg.Bus.Duplicates, SeenTTL: cfg.Bus.SeenTTL,
+			Replicas: cfg.NATS.Replicas, Duplicates: cfg.Bus.Duplicates,
 			MaxDeliver: cfg.Bus.MaxDeliver, AckWait: cfg.Bus.AckWait,
 		},
 		Limits:    streams.Limits{EventMaxAge: cfg.Bus.EventMaxAge, WorkMaxAge: cfg.Bus.WorkMaxAge},

@@ -51,9 +51,8 @@ func TestTableFollowsStreams(t *testing.T) {
 				t.Errorf("%s keeps a projection of %s, which is not an event log of the table", u.Role, r)
 			}
 		}
-		hasSeen := slices.ContainsFunc(u.Buckets, func(b Bucket) bool { return b.Name == SeenBucket })
-		if (len(u.Consumers) > 0) != hasSeen || (len(u.Consumers) > 0) != slices.Contains(u.Shared, bus.DeadLetterStream) {
-			t.Errorf("%s: consumers %v, but seen-set %v and dead letters %v", u.Role, u.Consumers, hasSeen, u.Shared)
+		if (len(u.Consumers) > 0) != slices.Contains(u.Shared, bus.DeadLetterStream) {
+			t.Errorf("%s: consumers %v, but dead letters %v", u.Role, u.Consumers, u.Shared)
 		}
 		hasKeys := slices.ContainsFunc(u.Buckets, func(b Bucket) bool { return b.Name == DataKeysBucket })
 		if hasKeys != UsesDataKeys(u.Role) {
@@ -152,7 +151,6 @@ func TestPermissionsStayInTheirLane(t *testing.T) {
 		"$JS.API.CONSUMER.MSG.NEXT.ACME_POLICY_WORK.ACME_POLICY",
 		"$JS.API.CONSUMER.INFO.ACME_POLICY_WORK.ACME_POLICY",
 		"$JS.ACK.ACME_POLICY_WORK.ACME_POLICY.>",
-		"$KV.ACME_SEEN.ACME_POLICY.*",
 		"$JS.API.DIRECT.GET.KV_ACME_DATAKEYS.$KV.ACME_DATAKEYS.a.org.*",
 		"$JS.API.STREAM.CREATE.ACME_DEADLETTER",
 	} {
