@@ -735,3 +735,41 @@ func TestLateSourceStartsAtTheBeginning(t *testing.T) {
 		return nil
 	})
 }
+
+// TestConsumerWaitsForAnotherServicesStream: a consumer on a stream its
+// service does not own (no EnsureStream) may start before the owner made
+// the stream; it is not ready until then, and handles what comes after.
+func TestConsumerWaitsForAnotherServicesStream(t *testing.T) {
+	b := newBus(t, natstest.Connect(t, natstest.RunJetStream(t)), nil)
+	ctx := context.Background()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var handled atomic.Int32
+	c, err := b.Consume(cctx, ConsumerSpec{Durable: "early", Stream: "send"}, func(ctx context.Context, d Delivery) error {
+		handled.Add(1)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("consumer on a stream not there yet: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if c.Ready() {
+		t.Fatal("ready without its stream")
+	}
+	ensure(t, b, logSpec())
+	if _, err := b.Publish(ctx, "alp.send.example_org.p", sendEvent("e1", "")); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if !c.Ready() || handled.Load() != 1 {
+			return fmt.Errorf("ready %v, handled %d", c.Ready(), handled.Load())
+		}
+		return nil
+	})
+	// A service's own stream it cannot make is still a failure at start.
+	_, err = b.Consume(cctx, ConsumerSpec{Durable: "own", Stream: "missing",
+		EnsureStream: func(context.Context) error { return errors.New("cannot create it") }}, func(context.Context, Delivery) error { return nil })
+	if err == nil {
+		t.Fatal("a consumer whose own stream cannot be made started")
+	}
+}

@@ -85,7 +85,9 @@ type ConsumerSpec struct {
 	// Workers is the number of concurrent handler loops in this process.
 	Workers int
 	// EnsureStream, when set, is called before the consumer is (re)created,
-	// so a consumer can bring back a stream its service owns.
+	// so a consumer can bring back a stream its service owns. Without it
+	// the stream is another service's, and a consumer started before it
+	// exists waits for it (not Ready meanwhile).
 	EnsureStream func(ctx context.Context) error
 	// RetryDelay is the first redelivery delay after a failure; it doubles
 	// with each delivery (default 250ms, at most AckWait).
@@ -106,9 +108,11 @@ type Consumer struct {
 }
 
 // Consume creates the durable consumer and starts handling events until ctx
-// is done. It fails fast when the consumer cannot be created at start; once
-// running, every failure (NATS restarted, consumer deleted) is retried with
-// backoff without giving up.
+// is done. It fails fast when the consumer cannot be created at start,
+// except on a stream of another service that is not there yet (no
+// EnsureStream: services start in any order); once running, every failure
+// (NATS restarted, consumer deleted, the stream still missing) is retried
+// with backoff without giving up.
 func (b *Bus) Consume(ctx context.Context, spec ConsumerSpec, h Handler) (*Consumer, error) {
 	if spec.Durable == "" || spec.Stream == "" {
 		return nil, errors.New("bus: consumer needs a durable name and a stream")
@@ -133,7 +137,11 @@ func (b *Bus) Consume(ctx context.Context, spec ConsumerSpec, h Handler) (*Consu
 	}
 	c := &Consumer{b: b, spec: spec, name: b.StreamName(spec.Durable), handler: h, done: make(chan struct{})}
 	cons, err := c.ensure(ctx)
-	if err != nil {
+	switch {
+	case err != nil && spec.EnsureStream == nil && errors.Is(err, jetstream.ErrStreamNotFound):
+		b.log.Info("consumer waits for its stream, which another service creates", "consumer", c.name, "stream", b.StreamName(spec.Stream))
+		cons = nil
+	case err != nil:
 		return nil, err
 	}
 	for range spec.Workers {

@@ -97,8 +97,14 @@ func (b *Base) EnsureOwnedStreams(ctx context.Context) error {
 	return nil
 }
 
-// EnsureStream brings back one owned stream (for a consumer's supervisor).
+// EnsureStream brings back one owned stream (for a consumer's
+// supervisor). It is nil for a stream another role owns (policy reads
+// ingress's send log): only the owner creates it, and the consumer waits
+// until it is there.
 func (b *Base) EnsureStream(name string) func(context.Context) error {
+	if s, ok := streams.ByName(name); ok && s.Owner != b.role {
+		return nil
+	}
 	return func(ctx context.Context) error {
 		s, ok := streams.ByName(name)
 		if !ok {

@@ -44,8 +44,6 @@ const (
 	// Policy is policy's own state: relationships
 	// (services/policy/relationships).
 	Policy = "policy"
-	// PolicyWork is the policy workers' queue, fed from send and inbound.
-	PolicyWork = "policy_work"
 	// LedgerWork is the ledger writers' queue, fed from send and from
 	// identity's erasures, partitioned by person (see LedgerPartitions).
 	LedgerWork = "ledger_work"
@@ -152,10 +150,6 @@ func Table() []Stream {
 		{Name: Approvals, Owner: alpv1.Role_ROLE_APPROVALS, Kind: "approvals",
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
 			Description: "Approvals: pending items, decisions, standing approvals."},
-		{Name: PolicyWork, Owner: alpv1.Role_ROLE_POLICY, EventKinds: []string{"send_requested"},
-			Retention: jetstream.WorkQueuePolicy, MaxAge: work,
-			Sources:     []Source{{Stream: Send, Filter: pattern(Send, ">")}, {Stream: Inbound, Filter: pattern(Inbound, ">")}},
-			Description: "Policy workers' queue, sourced from send and inbound (work queue shared by all policy replicas)."},
 		// Send subjects are alp.send.<tenant>.<person>.<envelope>, erasures
 		// alp.identity.<tenant>.erasure.<person>: wildcards 1 and 2 are
 		// tenant and person in both, so all of a person's events meet in one
