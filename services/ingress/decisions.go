@@ -27,11 +27,10 @@ type Waiter struct {
 	msgs                       chan *nats.Msg
 }
 
-// waiterSlots is how many messages a waiter holds before NATS drops the
-// next: policy publishes one decision per envelope. (A synchronous
-// subscription would allocate the client's default of 64 Ki slots, half
-// a megabyte, for every send.)
-const waiterSlots = 4
+// waiterSlots is how many messages a waiter holds: its subscription takes
+// one. (A synchronous subscription would allocate the client's default of
+// 64 Ki slots, half a megabyte, for every send.)
+const waiterSlots = 1
 
 // Retried submissions look for their decision in the stream at these
 // intervals, doubling, while they also listen.
@@ -52,6 +51,13 @@ func (s *Service) Await(tenant, personID, envelopeID string) (*Waiter, error) {
 	msgs := make(chan *nats.Msg, waiterSlots)
 	sub, err := s.Bus.Conn().ChanSubscribe(subject, msgs)
 	if err != nil {
+		return nil, fmt.Errorf("ingress: await decision on %s: %w", envelopeID, err)
+	}
+	// Only policy publishes there, once per envelope: the subscription
+	// ends with its first message, on the client and the server, so
+	// nothing more is sent to NATS when the send is answered (Close).
+	if err := sub.AutoUnsubscribe(1); err != nil {
+		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("ingress: await decision on %s: %w", envelopeID, err)
 	}
 	return &Waiter{s: s, tenant: tenant, person: personID, envelopeID: envelopeID, sub: sub, msgs: msgs}, nil
@@ -97,7 +103,7 @@ func (w *Waiter) Wait(ctx context.Context, retry bool) (*alpv1.Decided, error) {
 	}
 }
 
-// Close stops listening.
+// Close stops listening (a no-op once the decision has arrived).
 func (w *Waiter) Close() { _ = w.sub.Unsubscribe() }
 
 // Decision is policy's decision on one of personID's envelopes, nil while
