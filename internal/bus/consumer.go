@@ -51,10 +51,10 @@ type Delivery struct {
 // hash(source event, kind), which the target stream drops as a duplicate
 // inside the dedupe window; when d.Repeat is set that may no longer hold,
 // and the handler looks its effect up first, or makes it with an
-// expectation the server checks forever: an Append on a subject of its
-// own that must be empty (one decision per envelope) or must end where
-// the handler read it (the ledger, which also searches a person's log
-// for the source's leaf on a repeat).
+// expectation the server checks forever: an Append that expects the
+// effect's subject to be empty (a subject per cause) or to end where the
+// handler read it (the ledger's logs, which it also searches for the
+// source's leaf on a repeat).
 type Handler func(ctx context.Context, d Delivery) error
 
 type permanentError struct{ err error }
