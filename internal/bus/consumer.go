@@ -100,6 +100,7 @@ type Consumer struct {
 	spec    ConsumerSpec
 	name    string
 	handler Handler
+	m       consumerMetrics
 
 	running atomic.Int32
 	lag     atomic.Uint64
@@ -136,6 +137,7 @@ func (b *Bus) Consume(ctx context.Context, spec ConsumerSpec, h Handler) (*Consu
 		spec.RetryDelay = 250 * time.Millisecond
 	}
 	c := &Consumer{b: b, spec: spec, name: b.StreamName(spec.Durable), handler: h, done: make(chan struct{})}
+	c.m = b.metrics.of(c.name)
 	cons, err := c.ensure(ctx)
 	switch {
 	case err != nil && spec.EnsureStream == nil && errors.Is(err, jetstream.ErrStreamNotFound):
@@ -284,7 +286,7 @@ func (c *Consumer) watch(ctx context.Context, cons jetstream.Consumer, it jetstr
 
 func (c *Consumer) setLag(n uint64) {
 	c.lag.Store(n)
-	c.b.metrics.lag.WithLabelValues(c.name).Set(float64(n))
+	c.m.lag.Set(float64(n))
 }
 
 func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
@@ -308,21 +310,21 @@ func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
 	}
 	if check := c.b.opts.CheckProducer; check != nil {
 		if err := check(msg.Subject(), ev); err != nil {
-			c.b.metrics.forbiddenProducer.WithLabelValues(c.name).Inc()
+			c.m.forbiddenProducer.Inc()
 			c.deadLetter(ctx, msg, md, fmt.Sprintf("forbidden producer: %v", err))
 			return
 		}
 	}
 	repeat := c.b.mayRepeat(ev, md, time.Now())
 	if repeat {
-		c.b.metrics.repeats.WithLabelValues(c.name).Inc()
+		c.m.repeats.Inc()
 	}
 
 	start := time.Now()
 	err = c.handler(ctx, Delivery{Event: ev, Subject: msg.Subject(), Metadata: md, Repeat: repeat})
-	c.b.metrics.handleSeconds.WithLabelValues(c.name).Observe(time.Since(start).Seconds())
+	c.m.handleSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
-		c.b.metrics.failures.WithLabelValues(c.name).Inc()
+		c.m.failures.Inc()
 		if IsPermanent(err) || md.NumDelivered >= uint64(c.spec.MaxDeliver) {
 			c.deadLetter(ctx, msg, md, err.Error())
 			return
@@ -335,7 +337,7 @@ func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
 	// A plain ack, not waited for: if it is lost the event comes back,
 	// marked Repeat, and the handler makes no second effect.
 	_ = msg.Ack()
-	c.b.metrics.processed.WithLabelValues(c.name).Inc()
+	c.m.processed.Inc()
 }
 
 // mayRepeat reports whether a delivery of ev may repeat a handling the
@@ -382,7 +384,7 @@ func (c *Consumer) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstr
 		_ = msg.NakWithDelay(c.spec.AckWait)
 		return
 	}
-	c.b.metrics.deadLetters.WithLabelValues(c.name).Inc()
+	c.m.deadLetters.Inc()
 	c.b.log.Error("event dead-lettered", "consumer", c.name, "subject", msg.Subject(),
 		"stream_seq", md.Sequence.Stream, "deliveries", md.NumDelivered, "reason", reason)
 	_ = msg.TermWithReason("dead-lettered: " + reason)

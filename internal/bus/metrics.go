@@ -21,6 +21,23 @@ type metrics struct {
 	appendConflicts   prometheus.Counter
 }
 
+// consumerMetrics are one consumer's series, looked up once: the consumer
+// touches several on every event.
+type consumerMetrics struct {
+	processed, failures, deadLetters, repeats, forbiddenProducer prometheus.Counter
+	lag                                                          prometheus.Gauge
+	handleSeconds                                                prometheus.Observer
+}
+
+func (m *metrics) of(consumer string) consumerMetrics {
+	return consumerMetrics{
+		processed: m.processed.WithLabelValues(consumer), failures: m.failures.WithLabelValues(consumer),
+		deadLetters: m.deadLetters.WithLabelValues(consumer), repeats: m.repeats.WithLabelValues(consumer),
+		forbiddenProducer: m.forbiddenProducer.WithLabelValues(consumer),
+		lag:               m.lag.WithLabelValues(consumer), handleSeconds: m.handleSeconds.WithLabelValues(consumer),
+	}
+}
+
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		processed: prometheus.NewCounterVec(prometheus.CounterOpts{
