@@ -773,3 +773,22 @@ func TestConsumerWaitsForAnotherServicesStream(t *testing.T) {
 		t.Fatal("a consumer whose own stream cannot be made started")
 	}
 }
+
+// TestEmbeddedSync: the embedded server fsyncs every write unless told
+// an interval.
+func TestEmbeddedSync(t *testing.T) {
+	for _, c := range []struct {
+		every  time.Duration
+		always bool
+	}{{0, true}, {time.Second, false}} {
+		e, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir(), SyncInterval: c.every})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := e.Server.JetStreamConfig()
+		e.Shutdown()
+		if cfg == nil || cfg.SyncAlways != c.always || (!c.always && cfg.SyncInterval != c.every) {
+			t.Errorf("sync interval %s: server runs with %+v", c.every, cfg)
+		}
+	}
+}

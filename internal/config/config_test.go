@@ -139,6 +139,14 @@ func TestValidateRules(t *testing.T) {
 			c.NATS.Listen = "127.0.0.1:4222"
 		}, "config: nats.listen: is only for the embedded server", ""},
 		{"nats listen bad", func(c *Config) { c.NATS.Listen = "4222" }, "config: nats.listen:", ""},
+		{"nats sync interval with urls", func(c *Config) {
+			c.NATS.URLs = []string{"nats://a:4222"}
+			c.NATS.SyncInterval = "1s"
+		}, "config: nats.sync_interval: is only for the embedded server", ""},
+		{"nats sync interval word", func(c *Config) { c.NATS.SyncInterval = "never" },
+			`config: nats.sync_interval: "never" is neither "always" nor a duration`, ""},
+		{"nats sync interval too short", func(c *Config) { c.NATS.SyncInterval = "1ms" },
+			"config: nats.sync_interval: 1ms is out of range 10ms to 2m", ""},
 		{"nats credentials missing", func(c *Config) { c.NATS.CredentialsFile = missing }, "config: nats.credentials_file: \"" + missing + "\" does not exist", ""},
 		{"nats credentials is dir", func(c *Config) { c.NATS.CredentialsFile = dir }, "config: nats.credentials_file:", ""},
 		{"nkey seed embedded", func(c *Config) { c.NATS.NKeySeedFile = kek }, "config: nats.nkey_seed_file: is for an external NATS", ""},
@@ -322,6 +330,9 @@ func TestValidateAccepts(t *testing.T) {
 			c.NATS.CredentialsFile = creds
 		}},
 		{"embedded listen", func(c *Config) { c.NATS.Listen = "127.0.0.1:4222" }},
+		{"embedded sync always", func(c *Config) { c.NATS.SyncInterval = "always" }},
+		{"embedded sync interval bounds", func(c *Config) { c.NATS.SyncInterval = "10ms" }},
+		{"embedded sync interval most", func(c *Config) { c.NATS.SyncInterval = "2m" }},
 		{"nkey user over tls", func(c *Config) {
 			c.NATS.URLs = []string{"tls://n1:4222"}
 			c.NATS.NKeySeedFile = creds
@@ -911,5 +922,14 @@ func TestHTTPLimitsFromFile(t *testing.T) {
 	}
 	if _, err := Parse([]byte("http:\n  write_timeout: 60\n"), "alpd.yaml"); err == nil || !strings.Contains(err.Error(), "http.write_timeout") {
 		t.Fatalf("a duration without unit: %v", err)
+	}
+}
+
+// TestSyncEvery: nats.sync_interval as the embedded server takes it.
+func TestSyncEvery(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, "always": 0, "1s": time.Second, "250ms": 250 * time.Millisecond} {
+		if got := (NATS{SyncInterval: in}).SyncEvery(); got != want {
+			t.Errorf("SyncEvery(%q) = %s, want %s", in, got, want)
+		}
 	}
 }

@@ -220,6 +220,7 @@ func (d *Daemon) connectNATS(service string) error {
 	if d.cfg.Embedded() {
 		e, err := bus.StartEmbedded(bus.EmbeddedOptions{
 			StoreDir: filepath.Join(d.cfg.DataDir, "nats"), Listen: d.cfg.NATS.Listen, Logger: d.log,
+			SyncInterval: d.cfg.NATS.SyncEvery(),
 		})
 		if err != nil {
 			return err

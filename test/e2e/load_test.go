@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alpd-project/alpd/internal/config"
 )
 
 // TestGovernedSendLatency measures the governed send end to end against
@@ -27,7 +29,9 @@ import (
 //
 //	ALPD_LOAD=1 go test -run '^TestGovernedSendLatency$' -v ./test/e2e/
 //
-// ALPD_LOAD_N sets N (default 2000, after 200 warm-up rounds).
+// ALPD_LOAD_N sets N (default 2000, after 200 warm-up rounds);
+// ALPD_LOAD_SYNC_INTERVAL sets the embedded NATS's nats.sync_interval
+// (default always).
 func TestGovernedSendLatency(t *testing.T) {
 	if os.Getenv("ALPD_LOAD") == "" {
 		t.Skip("a measurement: set ALPD_LOAD=1 to run it (make bench)")
@@ -40,11 +44,16 @@ func TestGovernedSendLatency(t *testing.T) {
 		}
 	}
 	const warmup = 200
+	sync := config.SyncAlways
+	if v := os.Getenv("ALPD_LOAD_SYNC_INTERVAL"); v != "" {
+		sync = v
+	}
 	b := binaries(t)
 	addr := freeAddr(t)
 	configFile := filepath.Join(t.TempDir(), "alpd.yaml")
 	writeYAML(t, configFile, map[string]any{
 		"broker": map[string]any{"name": pathBroker, "tenants": []map[string]string{{"domain": splitTenant}}},
+		"nats":   map[string]any{"sync_interval": sync},
 		// Rate limits out of reach, so the floor is the work, not the
 		// buckets.
 		"nlip": map[string]any{
@@ -116,7 +125,7 @@ func TestGovernedSendLatency(t *testing.T) {
 	slices.Sort(echoes)
 	q := func(s []time.Duration, p float64) time.Duration { return s[int(p*float64(len(s)-1))] }
 	us := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e3, 'f', 0, 64) + "µs" }
-	t.Logf("%d serial sends and %d echoes, interleaved, keep-alive, one client each", n, n)
+	t.Logf("%d serial sends and %d echoes, interleaved, keep-alive, one client each; nats.sync_interval %s", n, n, sync)
 	t.Logf("%-14s %10s %10s %10s", "", "p50", "p90", "p99")
 	for _, row := range []struct {
 		name string
