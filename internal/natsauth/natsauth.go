@@ -8,7 +8,7 @@
 // from internal/streams (a stream's owner publishes its subjects and
 // creates, updates and reads its stream; its consumers table names each
 // role's durable consumers) plus the pieces every consumer
-// shares (the dead-letter stream, the seen-set bucket) and the data-key
+// shares (the dead-letter stream) and the data-key
 // bucket of the roles that seal, open or erase bodies. [PermissionsFor]
 // renders one role's allow-lists for a broker namespace and its tenants,
 // naming exactly the JetStream API subjects the nats.go jetstream code
@@ -40,8 +40,6 @@ import (
 
 // Names of the KV buckets (without the broker namespace prefix).
 const (
-	// SeenBucket is the consumers' seen-set (bus.SeenBucket).
-	SeenBucket = bus.SeenBucket
 	// DataKeysBucket holds the wrapped per-person data keys (internal/seal);
 	// the broker creates it as <NS>_DATAKEYS.
 	DataKeysBucket = "datakeys"
@@ -107,12 +105,9 @@ func (a Access) String() string {
 type KeyScope uint8
 
 const (
-	// OwnConsumers: keys prefixed by the role's own durable consumers'
-	// names (the seen-set is keyed "<NS>_<DURABLE>.<hash>").
-	OwnConsumers KeyScope = iota + 1
 	// Tenants: keys of the broker's tenants (data keys are keyed
 	// "<tenant domain>.<person id>").
-	Tenants
+	Tenants KeyScope = iota + 1
 	// AllKeys: every key (a bucket only its owner role uses).
 	AllKeys
 )
@@ -279,8 +274,6 @@ func useOf(role alpv1.Role) Use {
 	}
 	if len(u.Consumers) > 0 {
 		u.Shared = []string{bus.DeadLetterStream}
-		u.Buckets = append(u.Buckets, Bucket{Name: SeenBucket, Access: Manage | Read | Write, Keys: OwnConsumers,
-			Why: "seen-set: event ids its consumers handled"})
 	}
 	if a, ok := dataKeyAccess[role]; ok {
 		why := map[alpv1.Role]string{

@@ -417,7 +417,7 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 	ev := s.NewEvent("send_requested", snd.Tenant, nil, env.Id,
 		&alpv1.Actor{Kind: alpv1.ActorKind_ACTOR_KIND_AGENT, Id: snd.AgentID})
 	// The event id follows the envelope id, so a retried submission has the
-	// same message id and the same seen-set key downstream.
+	// same message id downstream.
 	ev.Header.EventId = uuid.NewSHA1(envelopeNamespace, []byte("send_requested\x00"+env.Id)).String()
 	ev.Body = &alpv1.Event_SendRequested{SendRequested: &alpv1.SendRequested{
 		Envelope: env, SenderPersonId: snd.PersonID,

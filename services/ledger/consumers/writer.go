@@ -130,7 +130,9 @@ func (w *Writer) sendRequested(ctx context.Context, d bus.Delivery, req *alpv1.S
 			return leaf, opening, nil
 		},
 	}
-	if d.Metadata != nil && d.Metadata.NumDelivered > 1 {
+	// A possible repeat beyond the dedupe window: look for the source's
+	// leaf in the log before appending one.
+	if d.Repeat {
 		r.Since = occurred
 	}
 	if _, err = w.Store.Append(ctx, r); err != nil {
