@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"maps"
 	"math/big"
 	"net"
 	"os"
@@ -218,8 +219,17 @@ func runRole(t *testing.T, c *conn, ks keystore.KeyStore) *broker.Broker {
 	if err := b.StartError(); err != nil {
 		t.Fatalf("%s under its own permissions: %v", c.user.ID(), err)
 	}
-	testkit.Eventually(t, 10*time.Second, b.Ready)
 	return b
+}
+
+// allReady waits until every broker is ready. Readiness waits for other
+// roles' streams (policy consumes ingress's send stream; ingress follows
+// policy's types), so it is asked once all have started.
+func allReady(t *testing.T, brokers ...*broker.Broker) {
+	t.Helper()
+	for _, b := range brokers {
+		testkit.Eventually(t, 10*time.Second, b.Ready)
+	}
 }
 
 func submission(tenant, person, key string) ingress.Submission {
@@ -290,9 +300,7 @@ func waitDecided(t *testing.T, policy *conn, tenant, person, envelopeID string) 
 	}
 }
 
-// startOrder starts identity first: it provisions the tenant keys; then
-// policy, whose stream holds the message types ingress is not ready
-// without.
+// startOrder starts identity first: it provisions the tenant keys.
 var startOrder = []string{"identity", "policy", "ingress", "federation", "ledger", "approvals"}
 
 // TestEachRoleWithItsOwnPermissions runs every service as its own broker
@@ -310,6 +318,7 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 		conns[role] = c.connect(t, role)
 		brokers[role] = runRole(t, conns[role], ks)
 	}
+	allReady(t, slices.Collect(maps.Values(brokers))...)
 	ctx := context.Background()
 	id, err := brokers["ingress"].Ingress().Submit(ctx, submission("example.org", "p1", "k1"))
 	if err != nil {
@@ -509,9 +518,9 @@ func TestHardIsolation(t *testing.T) {
 		brokers[role] = runRole(t, a[role], ksA)
 	}
 	bIng := c.connect(t, "b.example/ingress")
-	runRole(t, c.connect(t, "b.example/identity"), ksB)
-	runRole(t, c.connect(t, "b.example/policy"), ksB)
-	runRole(t, bIng, ksB)
+	bBrokers := []*broker.Broker{runRole(t, c.connect(t, "b.example/identity"), ksB),
+		runRole(t, c.connect(t, "b.example/policy"), ksB), runRole(t, bIng, ksB)}
+	allReady(t, append(bBrokers, slices.Collect(maps.Values(brokers))...)...)
 
 	ctx := context.Background()
 	id, err := brokers["ingress"].Ingress().Submit(ctx, submission("a.example", "p1", ""))

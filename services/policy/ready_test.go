@@ -32,10 +32,13 @@ func startPolicy(t *testing.T, maxStaleness time.Duration) (*policy.Service, fun
 	tenants := []string{"example.org", "other.example"}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	// Policy follows identity's stream, which identity creates.
-	id, _ := streams.ByName(streams.Identity)
-	if _, err := b.EnsureStream(ctx, id.Spec(tenants, streams.Limits{})); err != nil {
-		t.Fatal(err)
+	// Policy follows identity's stream and consumes ingress's send
+	// stream, which those services create.
+	for _, name := range []string{streams.Identity, streams.Send} {
+		st, _ := streams.ByName(name)
+		if _, err := b.EnsureStream(ctx, st.Spec(tenants, streams.Limits{})); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s := policy.New(service.Deps{Bus: b, Keys: keystore.NewMemory(), Tenants: tenants}, policy.Options{MaxStaleness: maxStaleness})
 	if err := s.Start(ctx); err != nil {

@@ -323,7 +323,9 @@ func (w *Writer) appendDecision(ctx context.Context, d bus.Delivery, tenant, per
 			return leaf, nil, nil
 		},
 	}
-	if d.Metadata != nil && d.Metadata.NumDelivered > 1 {
+	// A possible repeat beyond the dedupe window (a redelivery, or policy
+	// publishing the event again long after): look for its leaf first.
+	if d.Repeat {
 		r.Since = occurred
 	}
 	_, err := w.Store.Append(ctx, r)

@@ -150,16 +150,18 @@ func (e *httpError) Error() string { return e.a.String() }
 // cannot be checked: the person and admin routes say so (503
 // web_sessions_unavailable), and /v1/rules asks for a bearer token.
 func TestWithoutIdentityInTheProcess(t *testing.T) {
-	// Identity runs elsewhere and has created its stream, which policy
-	// follows.
+	// Identity and ingress run elsewhere and have created their streams,
+	// which policy follows and consumes.
 	nc := natstest.Connect(t, natstest.RunJetStream(t))
 	ib, err := bus.New(nc, bus.Options{Namespace: "alpd", Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := streams.ByName(streams.Identity)
-	if _, err := ib.EnsureStream(context.Background(), id.Spec([]string{tenant}, streams.Limits{})); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{streams.Identity, streams.Send} {
+		st, _ := streams.ByName(name)
+		if _, err := ib.EnsureStream(context.Background(), st.Spec([]string{tenant}, streams.Limits{})); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b, err := broker.New(broker.Config{Name: "alpd", Tenants: []string{tenant}, Services: []string{"policy"}},
 		broker.Deps{NATS: nc, KeyStore: keystore.NewMemory()})
