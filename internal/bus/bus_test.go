@@ -468,6 +468,62 @@ func TestPoisonMessageDeadLettered(t *testing.T) {
 	}
 }
 
+// TestDeadLetterFromASourcedQueue: a permanent failure on a work queue
+// sourced from an event log, of an event appended with an expectation, is
+// dead-lettered once and terminated. The server's own headers on the
+// message (Nats-Stream-Source, the append's Nats-Expected-…) are refused
+// on a publish, so a copy of them kept the dead letter from being stored
+// and the event came back every AckWait.
+func TestDeadLetterFromASourcedQueue(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	b := newBus(t, natstest.Connect(t, s), nil)
+	ctx := context.Background()
+	ensure(t, b, logSpec())
+	wq := ensure(t, b, StreamSpec{Name: "work", Retention: jetstream.WorkQueuePolicy, MaxAge: time.Hour,
+		Sources: map[string]string{"send": "alp.send.>"}})
+	var attempts atomic.Int32
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if _, err := b.Consume(cctx, ConsumerSpec{Durable: "sourced", Stream: "work", AckWait: time.Second}, func(ctx context.Context, d Delivery) error {
+		attempts.Add(1)
+		return Permanent(errors.New("cannot ever handle this"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Append(ctx, "alp.send.example_org.p.e1", 0, sendEvent("appended", "")); err != nil {
+		t.Fatal(err)
+	}
+	dls, err := b.js.Stream(ctx, b.StreamName(DeadLetterStream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		info, err := dls.Info(ctx)
+		if err != nil {
+			return err
+		}
+		winfo, err := wq.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != 1 || winfo.State.Msgs != 0 {
+			return fmt.Errorf("dead letters %d, work queue %d", info.State.Msgs, winfo.State.Msgs)
+		}
+		return nil
+	})
+	m, err := dls.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Get(HeaderEventID) != "appended" || m.Header.Get(HeaderDeadLetterReason) != "cannot ever handle this" {
+		t.Fatalf("dead letter headers: %v", m.Header)
+	}
+	time.Sleep(1500 * time.Millisecond) // past AckWait: a terminated event stays gone
+	if n := attempts.Load(); n != 1 {
+		t.Fatalf("handled %d times, want once", n)
+	}
+}
+
 func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -371,6 +372,12 @@ func (c *Consumer) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstr
 	dl := nats.NewMsg(c.b.DeadLetterSubject(c.spec.Durable))
 	dl.Data = msg.Data()
 	for k, v := range msg.Headers() {
+		// The server's own headers (Nats-Stream-Source on a sourced
+		// queue, an append's Nats-Expected-…, the original Nats-Msg-Id)
+		// would make it refuse or deduplicate the dead letter.
+		if strings.HasPrefix(strings.ToLower(k), "nats-") {
+			continue
+		}
 		dl.Header[k] = v
 	}
 	dl.Header.Set(jetstream.MsgIDHeader, HashID("deadletter", c.name, md.Stream, strconv.FormatUint(md.Sequence.Stream, 10)))
