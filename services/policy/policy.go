@@ -144,34 +144,40 @@ func (s *Service) decideSend(ctx context.Context, cause *alpv1.Event, req *alpv1
 	}
 	hop.End(env)
 
-	if v.deliverable != nil {
-		// The recipient's deliverable is stored before the sender hears
-		// the outcome. One per recipient and envelope: a redelivered
-		// SendRequested finds it there and goes on to the Decided.
-		dsubj, err := streams.DeliverSubject(v.recipient.tenant, v.recipient.personID, env.GetId())
-		if err != nil {
-			return bus.Permanent(err)
-		}
-		// Only the ALP header crosses: the agent's NLIP parts were for its
-		// own broker and stay sealed to the sender.
-		header := proto.CloneOf(env)
-		header.Body, header.SealedBody = nil, nil
-		proto.ClearExtension(header, nlipv1.E_Nlip)
-		v.deliverable.Envelope = header
-		ev := s.NewEvent("deliverable", v.recipient.tenant, cause, env.GetId(), nil)
-		ev.Body = &alpv1.Event_Deliverable{Deliverable: v.deliverable}
-		if _, err := s.Bus.Append(ctx, dsubj, 0, ev); err != nil && !errors.Is(err, bus.ErrConflict) {
-			return err
-		}
-	}
-
 	v.decided.Envelope = env
 	v.decided.SenderPersonId = req.GetSenderPersonId()
-	ev := s.NewEvent("decided", tenant, cause, env.GetId(), nil)
-	ev.Body = &alpv1.Event_Decided{Decided: v.decided}
-	// One decision per envelope, however late a redelivery: a Decided
-	// already there is the answer (and the ledger's entry) and stays.
-	if _, err := s.Bus.Append(ctx, subject, 0, ev); err != nil && !errors.Is(err, bus.ErrConflict) {
+	decided := s.NewEvent("decided", tenant, cause, env.GetId(), nil)
+	decided.Body = &alpv1.Event_Decided{Decided: v.decided}
+	if v.deliverable == nil {
+		return appendOnce(ctx, s.Bus, subject, decided)
+	}
+
+	// The recipient's Deliverable and the sender's Decided are stored side
+	// by side, each once per envelope (a redelivery finds them there). The
+	// SendRequested is acknowledged only when both are stored: should the
+	// Decided land and the Deliverable fail, the redelivery stores it, so
+	// the recipient's side never goes missing behind an answered sender.
+	dsubj, err := streams.DeliverSubject(v.recipient.tenant, v.recipient.personID, env.GetId())
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	// Only the ALP header crosses: the agent's NLIP parts were for its own
+	// broker and stay sealed to the sender.
+	header := proto.CloneOf(env)
+	header.Body, header.SealedBody = nil, nil
+	proto.ClearExtension(header, nlipv1.E_Nlip)
+	v.deliverable.Envelope = header
+	deliverable := s.NewEvent("deliverable", v.recipient.tenant, cause, env.GetId(), nil)
+	deliverable.Body = &alpv1.Event_Deliverable{Deliverable: v.deliverable}
+	done := make(chan error, 1)
+	go func() { done <- appendOnce(ctx, s.Bus, dsubj, deliverable) }()
+	return errors.Join(appendOnce(ctx, s.Bus, subject, decided), <-done)
+}
+
+// appendOnce stores ev as the only event on subject; one already there
+// (an earlier delivery's) stays and is not an error.
+func appendOnce(ctx context.Context, b *bus.Bus, subject string, ev *alpv1.Event) error {
+	if _, err := b.Append(ctx, subject, 0, ev); err != nil && !errors.Is(err, bus.ErrConflict) {
 		return err
 	}
 	return nil

@@ -18,7 +18,8 @@ import (
 )
 
 // TestGovernedSendLatency measures the governed send end to end against
-// the real alpd binary (all-in-one, embedded NATS): one agent, a PAT, one
+// the real alpd binary (all-in-one, embedded NATS): ana's agent with a PAT
+// sending lee, connected with her, meeting requests decided on both sides; one
 // keep-alive HTTP client, N serial NLIP sends each answered after policy's
 // decision; and beside them, interleaved one for one in the same run, N
 // requests of the same body to a bare loopback HTTP echo, the floor any
@@ -63,16 +64,28 @@ func TestGovernedSendLatency(t *testing.T) {
 		},
 		"identity": map[string]any{"test_idp": map[string]any{
 			"enabled": true,
-			"users":   []map[string]any{{"username": pathUser, "password": pathUser + "-pw"}},
+			"users":   []map[string]any{{"username": pathUser, "password": pathUser + "-pw"}, {"username": "lee", "password": "lee-pw"}},
 		}},
 	})
 	p := startProc(t, "alpd", b.alpd, hermeticEnv(), "--config", configFile, "--data-dir", t.TempDir(), "--http-addr", addr)
 	waitReady(t, p, addr)
-	pat, _ := signInAgent(t, addr, pathUser, "alp.send")
-
-	body := []byte(fmt.Sprintf(`{"messagetype":"alp:%s","format":"text","subformat":"english","content":"hello",
-	 "submessages":[{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:%s"},
-	 {"label":"alp.body","format":"structured","subformat":"json","content":%s}]}`, pathType, pathTo, pathBody))
+	// The whole path: ana and lee connected (ana asks, lee accepts on his
+	// web session), so every send is decided on both sides, lee's
+	// Deliverable is sealed and stored, and both ledgers get their entries.
+	ana, lee := signIn(t, addr, splitTenant, pathUser), signIn(t, addr, splitTenant, "lee")
+	pat := ana.pat(t, "alp.send")
+	if r := sendTyped(t, addr, pat, "lee@"+splitTenant, "connection.request/v1", `{"purpose":"introduction"}`); r.Outcome != "hold" {
+		t.Fatalf("connection request: %+v", r)
+	}
+	acceptPending(t, lee)
+	const meeting = `{"subject":"Q3 plan","start":"2026-05-04T10:00:00-04:00","duration":"PT30M","attendees":["ana@example.org","lee@example.org"],` +
+		`"location":{"kind":"video","url":"https://meet.example/abc"},"agenda":["numbers","hiring"]}`
+	if a := sendOnceConnected(t, addr, pat, "lee@"+splitTenant, "meeting.request/v1", meeting); a.Outcome != "deliver_partial" {
+		t.Fatalf("a meeting request to lee: %+v; want deliver_partial (his free text is off)", a)
+	}
+	body := []byte(fmt.Sprintf(`{"messagetype":"alp:meeting.request/v1","format":"text","subformat":"english","content":"hello",
+	 "submessages":[{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:lee@%s"},
+	 {"label":"alp.body","format":"structured","subformat":"json","content":%s}]}`, splitTenant, meeting))
 	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.Copy(w, r.Body)
