@@ -73,6 +73,8 @@ bench:
 	$(GO) test -run '^$$' -bench 'Decide30|DecideRatio30' -benchmem ./services/policy/decision/
 	$(GO) test -run '^$$' -bench 'Current|CompileEachRead' -benchtime 2000x ./services/policy/rulestore/
 	$(GO) test -run '^$$' -bench 'Floor|Scan280' -benchmem ./services/policy/dlp/
+	# Policy's throughput in split mode with one and two worker processes.
+	ALPD_LOAD=1 $(GO) test -count=1 -run '^TestPolicyThroughput$$' -v ./test/e2e/
 
 # The demo: start alpd all-in-one on the embedded NATS, show it healthy with
 # its streams, stop it.
