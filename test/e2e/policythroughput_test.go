@@ -51,8 +51,8 @@ const (
 // consumer: the ratio says whether adding a worker process scales (aim ≥
 // 1.6×). It is a load test, run by `make bench` with ALPD_LOAD=1, and
 // asserts no time: it logs decisions per second, the ratio and the CPU of
-// each process, and fails only when something is not decided on its
-// merits.
+// each process, and fails only when a message is not decided on its
+// merits or one of two processes decided nothing.
 //
 // Ana and Lee, two people of the tenant, connect the way people do in
 // split mode, where the person routes of policy's REST API are not served
