@@ -73,6 +73,10 @@ bench:
 	$(GO) test -run '^$$' -bench 'Decide30|DecideRatio30' -benchmem ./services/policy/decision/
 	$(GO) test -run '^$$' -bench 'Current|CompileEachRead' -benchtime 2000x ./services/policy/rulestore/
 	$(GO) test -run '^$$' -bench 'Floor|Scan280' -benchmem ./services/policy/dlp/
+	# The governed send against the real binary, beside a loopback echo:
+	# every write fsynced (the default), then fsynced together each second.
+	ALPD_LOAD=1 $(GO) test -count=1 -run '^TestGovernedSendLatency$$' -v ./test/e2e/
+	ALPD_LOAD=1 ALPD_LOAD_SYNC_INTERVAL=1s $(GO) test -count=1 -run '^TestGovernedSendLatency$$' -v ./test/e2e/
 	# Policy's throughput in split mode with one and two worker processes.
 	ALPD_LOAD=1 $(GO) test -count=1 -run '^TestPolicyThroughput$$' -v ./test/e2e/
 

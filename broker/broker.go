@@ -92,7 +92,6 @@ type Config struct {
 type BusConfig struct {
 	Replicas   int
 	Duplicates time.Duration
-	SeenTTL    time.Duration
 	MaxDeliver int
 	AckWait    time.Duration
 }
@@ -192,7 +191,6 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		Namespace:  cfg.Name,
 		Replicas:   cfg.Bus.Replicas,
 		Duplicates: cfg.Bus.Duplicates,
-		SeenTTL:    cfg.Bus.SeenTTL,
 		MaxDeliver: cfg.Bus.MaxDeliver,
 		AckWait:    cfg.Bus.AckWait,
 		Logger:     log,

@@ -240,7 +240,7 @@ func TestTwoBrokersOneNATS(t *testing.T) {
 		}
 		return nil
 	})
-	for _, name := range []string{"TENANT_B_SEND", "TENANT_B_DECIDED", "TENANT_B_POLICY_WORK"} {
+	for _, name := range []string{"TENANT_B_SEND", "TENANT_B_DECIDED", "TENANT_B_LEDGER_WORK"} {
 		if n := streamMsgs(t, js, name); n != 0 {
 			t.Errorf("%s holds %d messages of the other broker", name, n)
 		}

@@ -50,7 +50,7 @@ func TestTraceBothTransports(t *testing.T) {
 		checkTrace(t, hops, via)
 	}
 	// Probes are never stored: no stream gained a message.
-	for _, name := range []string{"ALPD_SEND", "ALPD_DECIDED", "ALPD_LEDGER", "ALPD_POLICY_WORK"} {
+	for _, name := range []string{"ALPD_SEND", "ALPD_DECIDED", "ALPD_LEDGER", "ALPD_LEDGER_WORK"} {
 		if n := streamMsgs(t, r.b.Bus().JetStream(), name); n != 0 {
 			t.Errorf("%s holds %d messages after traces", name, n)
 		}

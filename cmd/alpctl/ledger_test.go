@@ -126,14 +126,50 @@ func envelopeID(k int) string { return fmt.Sprintf("0192f0c4-7b1e-7a00-8000-%012
 // skipB leaves B's side out.
 func exchange(t *testing.T, a, b *fixtureLog, k int, skipB bool) {
 	d := [32]byte{byte(k), 1}
-	ia := a.add(ledgerlog.Entry{Kind: ledgerlog.KindSendRequested, EnvelopeID: envelopeID(k), Counterparty: b.origin,
-		Fields: []ledgerlog.FieldVerdict{{Path: "title", Class: "internal", Verdict: "sent"}}}, &d)
+	ia := a.add(ledgerlog.Entry{Kind: ledgerlog.KindSendRequested, EnvelopeID: envelopeID(k), Counterparty: b.origin}, &d)
 	if skipB {
 		return
 	}
 	ib := b.add(ledgerlog.Entry{Kind: ledgerlog.KindReceived, EnvelopeID: envelopeID(k), Counterparty: a.origin}, &d)
 	b.add(ledgerlog.Entry{Kind: ledgerlog.KindReceiptReceived, EnvelopeID: envelopeID(k), Counterparty: a.origin, Receipt: a.receipt(ia, b.origin)}, nil)
 	a.add(ledgerlog.Entry{Kind: ledgerlog.KindReceiptReceived, EnvelopeID: envelopeID(k), Counterparty: b.origin, Receipt: b.receipt(ib, a.origin)}, nil)
+}
+
+// TestLedgerVerifyDecisions: a ledger holding policy's decisions next to
+// the envelopes verifies, and a decision changed after signing is named.
+func TestLedgerVerifyDecisions(t *testing.T) {
+	dir := t.TempDir()
+	a := newFixtureLog(t, keystore.NewMemory(), "a.example", "alice")
+	d := [32]byte{7, 1}
+	a.add(ledgerlog.Entry{Kind: ledgerlog.KindSendRequested, EnvelopeID: envelopeID(0), Counterparty: "b.example"}, &d)
+	a.add(ledgerlog.Entry{Kind: ledgerlog.KindDecided, EnvelopeID: envelopeID(0), Counterparty: "b.example", Outcome: ledgerlog.OutcomeDeliverPartial,
+		Fields: []ledgerlog.FieldVerdict{{Pointer: "/title", Class: "internal", Action: ledgerlog.ActionAllow},
+			{Pointer: "/budget", Class: "confidential", Action: ledgerlog.ActionDeny,
+				Reasons: []ledgerlog.Reason{{Party: "recipient_org", Code: "confidential_egress"}}}},
+		RuleVersions: []string{"sender_org:a.example:3"}}, nil)
+	path := a.write(dir, "a.jsonl")
+	if code, out, errOut := alpctl("ledger", "verify", path, "--no-state"); code != 0 || !strings.Contains(out, "entries      2 ") ||
+		!strings.Contains(out, "openings     1 checked") {
+		t.Fatalf("verify: %d\n%s%s", code, out, errOut)
+	}
+	e, err := ledgerlog.ParseEntry(a.entries[1].Leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Fields[1].Action, e.Fields[1].Reasons = ledgerlog.ActionAllow, nil // "/budget crossed"
+	leaf, err := e.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The recorded leaf hash stays the tree's, as an editor of the file
+	// leaves it: the changed entry can be named.
+	a.entries[1].LeafHash = ledgerlog.LeafHash(a.entries[1].Leaf)
+	a.entries[1].Leaf = leaf
+	path = a.write(dir, "forged.jsonl")
+	if code, out, _ := alpctl("ledger", "verify", path, "--no-state"); code != 1 ||
+		!strings.Contains(out, "entry 1 (envelope "+envelopeID(0)+"): leaf hash does not match the checkpoint's tree") {
+		t.Fatalf("forged decision: %d\n%s", code, out)
+	}
 }
 
 func TestLedgerVerifyRemembersCheckpoints(t *testing.T) {
@@ -182,7 +218,7 @@ func TestLedgerVerifyRemembersCheckpoints(t *testing.T) {
 	for i := range a.entries {
 		leaf := a.entries[i].Leaf
 		if i == 0 {
-			leaf = []byte(strings.Replace(string(leaf), `"verdict":"sent"`, `"verdict":"withheld"`, 1))
+			leaf = []byte(strings.Replace(string(leaf), `"counterparty":"b.example/alp/ledger/bob"`, `"counterparty":"c.example/alp/ledger/bob"`, 1))
 		}
 		forged.entries = append(forged.entries, ledgerlog.ExportEntry{Leaf: leaf})
 		if _, err := forged.tree.Append(leaf); err != nil {
@@ -235,7 +271,7 @@ func TestLedgerVerifyNamesTamperedEntry(t *testing.T) {
 	path := a.write(dir, "a.jsonl")
 	data, _ := os.ReadFile(path)
 	lines := strings.SplitAfter(string(data), "\n")
-	lines[3] = strings.Replace(lines[3], `\"verdict\":\"sent\"`, `\"verdict\":\"withheld\"`, 1)
+	lines[3] = strings.Replace(lines[3], `\"counterparty\":\"b.example/alp/ledger/bob\"`, `\"counterparty\":\"c.example/alp/ledger/bob\"`, 1)
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}

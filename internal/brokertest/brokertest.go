@@ -16,9 +16,11 @@ import (
 	"github.com/alpd-project/alpd/broker"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
+	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
+	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/identity"
 )
@@ -52,6 +54,15 @@ func Start(t testing.TB, cfg broker.Config) *Rig {
 // tests that check what the broker logs.
 func StartLogged(t testing.TB, cfg broker.Config, log *slog.Logger) *Rig {
 	t.Helper()
+	return StartWithStreamsOf(t, cfg, log)
+}
+
+// StartWithStreamsOf is StartLogged on a NATS that already holds the
+// streams of owners, as if those services had run and stopped: a broker
+// running only some services (cfg.Services) still finds the streams it
+// follows (ingress follows the message types on policy's stream).
+func StartWithStreamsOf(t testing.TB, cfg broker.Config, log *slog.Logger, owners ...alpv1.Role) *Rig {
+	t.Helper()
 	if cfg.Name == "" {
 		cfg.Name = "alpd"
 	}
@@ -59,6 +70,19 @@ func StartLogged(t testing.TB, cfg broker.Config, log *slog.Logger) *Rig {
 		cfg.PublicURL = PublicURL
 	}
 	nc := natstest.Connect(t, natstest.RunJetStream(t))
+	if len(owners) > 0 {
+		b, err := bus.New(nc, bus.Options{Namespace: cfg.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, role := range owners {
+			for _, spec := range streams.Owned(role, cfg.Tenants, streams.Limits{}) {
+				if _, err := b.EnsureStream(context.Background(), spec); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 	ks := keystore.NewMemory()
 	b, err := broker.New(cfg, broker.Deps{NATS: nc, KeyStore: ks, Logger: log})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 
 // BenchmarkBusVsRawJetStream measures, in one run on one server, raw
 // jetstream publish+ack (the floor), Bus.Publish (+ack) and consumption
-// through a supervised consumer with the seen-set, and reports each as
+// through a supervised consumer, and reports each as
 // nanoseconds per event and as a ratio to the floor.
 func BenchmarkBusVsRawJetStream(b *testing.B) {
 	s := natstest.RunJetStream(b)

@@ -36,11 +36,10 @@ type Options struct {
 	Namespace string
 	// Replicas for streams and buckets (1 embedded, 3 on a cluster).
 	Replicas int
-	// Duplicates is the JetStream dedupe window of event streams.
+	// Duplicates is the JetStream dedupe window of event streams; a
+	// consumer marks a delivery of an event older than half of it as a
+	// possible repeat (Delivery.Repeat).
 	Duplicates time.Duration
-	// SeenTTL bounds how long consumers remember handled event ids; it must
-	// outlive the longest time a source event can be redelivered.
-	SeenTTL time.Duration
 	// MaxDeliver and AckWait are the defaults for consumers.
 	MaxDeliver int
 	AckWait    time.Duration
@@ -68,9 +67,6 @@ func (o *Options) complete() error {
 	}
 	if o.Duplicates == 0 {
 		o.Duplicates = 2 * time.Minute
-	}
-	if o.SeenTTL == 0 {
-		o.SeenTTL = 7 * 24 * time.Hour
 	}
 	if o.MaxDeliver == 0 {
 		o.MaxDeliver = 5
@@ -101,7 +97,7 @@ type Bus struct {
 
 // New wraps an established NATS connection. It does not create anything on
 // the server: streams are made by their owners with EnsureStream, and the
-// shared dead-letter stream and seen-set bucket with EnsureShared.
+// shared dead-letter stream with EnsureShared.
 func New(nc *nats.Conn, opts Options) (*Bus, error) {
 	if nc == nil {
 		return nil, errors.New("bus: nil NATS connection")

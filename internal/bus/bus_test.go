@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/natstest"
@@ -227,24 +228,113 @@ func TestWorkQueueSourcedFromEventLog(t *testing.T) {
 	})
 }
 
-// TestRedeliveryAfterDedupeWindowAppliedOnce republishes an event after the
-// dedupe window: the server stores it again, the seen-set skips it.
-func TestRedeliveryAfterDedupeWindowAppliedOnce(t *testing.T) {
+// effectOf is the event a test handler makes for cause: a decided event
+// on its own subject, caused by it (so its message id is derived from it).
+func effectOf(cause *alpv1.Event) *alpv1.Event {
+	return &alpv1.Event{
+		Header: &alpv1.EventHeader{
+			Type: "decided", SchemaVersion: 1, EventId: "effect-of-" + cause.GetHeader().GetEventId(),
+			CausationId: cause.GetHeader().GetEventId(), Tenant: tenant, ProducerRole: alpv1.Role_ROLE_POLICY,
+			Occurred: timestamppb.Now(),
+		},
+		Body: &alpv1.Event_Decided{Decided: &alpv1.Decided{Envelope: cause.GetSendRequested().GetEnvelope()}},
+	}
+}
+
+func effectSpec() StreamSpec {
+	return StreamSpec{Name: "decided", Subjects: []string{"alp.decided.example_org.>"}, Retention: jetstream.LimitsPolicy}
+}
+
+func effectSubject(cause *alpv1.Event) string {
+	return "alp.decided.example_org.p." + cause.GetHeader().GetEventId()
+}
+
+// TestFailureAfterTheEffectMakesItOnce: a handler that publishes its
+// effect and then fails is run again on the redelivery, marked Repeat, and
+// its second publish is a duplicate the effect stream drops: one effect.
+func TestFailureAfterTheEffectMakesItOnce(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	b := newBus(t, natstest.Connect(t, s), nil)
+	ctx := context.Background()
+	ensure(t, b, logSpec())
+	effects := ensure(t, b, effectSpec())
+	var mu sync.Mutex
+	var repeats []bool
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if _, err := b.Consume(cctx, ConsumerSpec{Durable: "once", Stream: "send", RetryDelay: 10 * time.Millisecond},
+		func(ctx context.Context, d Delivery) error {
+			if _, err := b.Publish(ctx, effectSubject(d.Event), effectOf(d.Event)); err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			repeats = append(repeats, d.Repeat)
+			if len(repeats) == 1 {
+				return errors.New("failed after its effect")
+			}
+			return nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	ev := sendEvent("e1", "")
+	ev.Header.Occurred = timestamppb.Now()
+	if _, err := b.Publish(ctx, "alp.send.example_org.p", ev); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(repeats) != 2 {
+			return fmt.Errorf("handled %d times", len(repeats))
+		}
+		return nil
+	})
+	mu.Lock()
+	if repeats[0] || !repeats[1] {
+		t.Errorf("Repeat on the first delivery %v, on the redelivery %v; want false, true", repeats[0], repeats[1])
+	}
+	mu.Unlock()
+	if info, _ := effects.Info(ctx); info.State.Msgs != 1 {
+		t.Fatalf("effect stream holds %d messages, want 1", info.State.Msgs)
+	}
+}
+
+// TestRepeatBeyondTheDedupeWindow: the same event stored again after the
+// dedupe window is a new message, delivered for the first time, which the
+// window cannot catch; it reaches the handler marked Repeat (it is older
+// than half the window), and a handler that then looks for its effect
+// makes none again.
+func TestRepeatBeyondTheDedupeWindow(t *testing.T) {
 	s := natstest.RunJetStream(t)
 	b := newBus(t, natstest.Connect(t, s), func(o *Options) { o.Duplicates = 200 * time.Millisecond })
 	ctx := context.Background()
 	st := ensure(t, b, logSpec())
-	var handled atomic.Int32
+	effects := ensure(t, b, effectSpec())
+	var handled, repeats atomic.Int32
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c, err := b.Consume(cctx, ConsumerSpec{Durable: "once", Stream: "send"}, func(ctx context.Context, d Delivery) error {
-		handled.Add(1)
-		return nil
+		defer handled.Add(1) // counted once it has made its effect
+		effect := effectOf(d.Event)
+		if d.Repeat {
+			repeats.Add(1)
+			last, err := b.LastMessage(ctx, effectSubject(d.Event))
+			if err != nil {
+				return err
+			}
+			if last != nil && last.Header.Get(jetstream.MsgIDHeader) == MsgID(effect) {
+				return nil // made already
+			}
+		}
+		_, err := b.Publish(ctx, effectSubject(d.Event), effect)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ev := sendEvent("e1", "")
+	ev.Header.Occurred = timestamppb.Now()
 	if _, err := b.Publish(ctx, "alp.send.example_org.p", ev); err != nil {
 		t.Fatal(err)
 	}
@@ -260,16 +350,50 @@ func TestRedeliveryAfterDedupeWindowAppliedOnce(t *testing.T) {
 		t.Fatalf("republish after window: %+v %v (want stored again)", ack, err)
 	}
 	testkit.Eventually(t, 5*time.Second, func() error {
-		if n := testutil.ToFloat64(b.metrics.duplicates.WithLabelValues(c.Name())); n != 1 {
-			return fmt.Errorf("duplicates skipped %v", n)
+		if handled.Load() != 2 {
+			return fmt.Errorf("handled %d", handled.Load())
 		}
 		return nil
 	})
-	if handled.Load() != 1 {
-		t.Fatalf("handler ran %d times, want 1", handled.Load())
+	if info, _ := effects.Info(ctx); info.State.Msgs != 1 {
+		t.Errorf("effect stream holds %d messages, want 1 (made once)", info.State.Msgs)
 	}
 	if info, _ := st.Info(ctx); info.State.Msgs != 2 {
-		t.Fatalf("stream has %d messages, want 2 (stored twice, applied once)", info.State.Msgs)
+		t.Fatalf("send stream has %d messages, want 2 (stored twice)", info.State.Msgs)
+	}
+	if repeats.Load() != 1 || testutil.ToFloat64(b.metrics.repeats.WithLabelValues(c.Name())) != 1 {
+		t.Errorf("deliveries marked Repeat: %d (metric %v), want 1: the copy stored after the window",
+			repeats.Load(), testutil.ToFloat64(b.metrics.repeats.WithLabelValues(c.Name())))
+	}
+}
+
+// TestMayRepeat pins the rule of Delivery.Repeat: delivered before, or an
+// event at least half the dedupe window old, or one without a time.
+func TestMayRepeat(t *testing.T) {
+	b := newBus(t, natstest.Connect(t, natstest.RunJetStream(t)), func(o *Options) { o.Duplicates = 2 * time.Minute })
+	now := time.Now()
+	at := func(d time.Duration) *alpv1.Event {
+		ev := sendEvent("e", "")
+		ev.Header.Occurred = timestamppb.New(now.Add(-d))
+		return ev
+	}
+	for _, c := range []struct {
+		name      string
+		ev        *alpv1.Event
+		delivered uint64
+		want      bool
+	}{
+		{"first delivery of a fresh event", at(time.Second), 1, false},
+		{"just under half the window", at(time.Minute - time.Millisecond), 1, false},
+		{"half the window", at(time.Minute), 1, true},
+		{"older than the window", at(time.Hour), 1, true},
+		{"redelivered fresh event", at(time.Second), 2, true},
+		{"event from the future (producer clock ahead)", at(-time.Second), 1, false},
+		{"no time", sendEvent("e", ""), 1, true},
+	} {
+		if got := b.mayRepeat(c.ev, &jetstream.MsgMetadata{NumDelivered: c.delivered}, now); got != c.want {
+			t.Errorf("%s: Repeat %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 
@@ -610,4 +734,61 @@ func TestLateSourceStartsAtTheBeginning(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestConsumerWaitsForAnotherServicesStream: a consumer on a stream its
+// service does not own (no EnsureStream) may start before the owner made
+// the stream; it is not ready until then, and handles what comes after.
+func TestConsumerWaitsForAnotherServicesStream(t *testing.T) {
+	b := newBus(t, natstest.Connect(t, natstest.RunJetStream(t)), nil)
+	ctx := context.Background()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var handled atomic.Int32
+	c, err := b.Consume(cctx, ConsumerSpec{Durable: "early", Stream: "send"}, func(ctx context.Context, d Delivery) error {
+		handled.Add(1)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("consumer on a stream not there yet: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if c.Ready() {
+		t.Fatal("ready without its stream")
+	}
+	ensure(t, b, logSpec())
+	if _, err := b.Publish(ctx, "alp.send.example_org.p", sendEvent("e1", "")); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if !c.Ready() || handled.Load() != 1 {
+			return fmt.Errorf("ready %v, handled %d", c.Ready(), handled.Load())
+		}
+		return nil
+	})
+	// A service's own stream it cannot make is still a failure at start.
+	_, err = b.Consume(cctx, ConsumerSpec{Durable: "own", Stream: "missing",
+		EnsureStream: func(context.Context) error { return errors.New("cannot create it") }}, func(context.Context, Delivery) error { return nil })
+	if err == nil {
+		t.Fatal("a consumer whose own stream cannot be made started")
+	}
+}
+
+// TestEmbeddedSync: the embedded server fsyncs every write unless told
+// an interval.
+func TestEmbeddedSync(t *testing.T) {
+	for _, c := range []struct {
+		every  time.Duration
+		always bool
+	}{{0, true}, {time.Second, false}} {
+		e, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir(), SyncInterval: c.every})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := e.Server.JetStreamConfig()
+		e.Shutdown()
+		if cfg == nil || cfg.SyncAlways != c.always || (!c.always && cfg.SyncInterval != c.every) {
+			t.Errorf("sync interval %s: server runs with %+v", c.every, cfg)
+		}
+	}
 }

@@ -29,13 +29,32 @@ type Delivery struct {
 	Event    *alpv1.Event
 	Subject  string
 	Metadata *jetstream.MsgMetadata
+	// Repeat: the event may have been handled before at a time JetStream's
+	// dedupe window no longer covers, so the handler must look for its own
+	// effect before it makes it again (see Handler). It is set when the
+	// message was delivered before, and when the event is older than half
+	// the dedupe window (Options.Duplicates): a copy stored again later (a
+	// producer that republished, a queue that sourced it twice) or a
+	// delivery whose acknowledgement the server lost in a crash arrives
+	// as a first delivery, but the event's own time still tells. The half
+	// leaves room for the producer's and the handler's clocks to differ.
+	Repeat bool
 }
 
 // Handler handles one event. Returning nil acknowledges it; an error makes
 // JetStream redeliver it (with backoff) until MaxDeliver, then it goes to the
 // dead-letter stream; an error wrapped with Permanent goes there at once.
-// Handlers must be idempotent in their effects on other streams: publish with
-// Bus.Publish/Append, whose message ids are derived from the source event.
+//
+// A handler may run more than once for one event (a lost acknowledgement,
+// a failure after its effect, a crash), and must then make no second
+// effect. Its publishes (Bus.Publish, Append) carry Nats-Msg-Id =
+// hash(source event, kind), which the target stream drops as a duplicate
+// inside the dedupe window; when d.Repeat is set that may no longer hold,
+// and the handler looks its effect up first, or makes it with an
+// expectation the server checks forever: an Append that expects the
+// effect's subject to be empty (a subject per cause) or to end where the
+// handler read it (the ledger's logs, which it also searches for the
+// source's leaf on a repeat).
 type Handler func(ctx context.Context, d Delivery) error
 
 type permanentError struct{ err error }
@@ -66,7 +85,9 @@ type ConsumerSpec struct {
 	// Workers is the number of concurrent handler loops in this process.
 	Workers int
 	// EnsureStream, when set, is called before the consumer is (re)created,
-	// so a consumer can bring back a stream its service owns.
+	// so a consumer can bring back a stream its service owns. Without it
+	// the stream is another service's, and a consumer started before it
+	// exists waits for it (not Ready meanwhile).
 	EnsureStream func(ctx context.Context) error
 	// RetryDelay is the first redelivery delay after a failure; it doubles
 	// with each delivery (default 250ms, at most AckWait).
@@ -79,7 +100,7 @@ type Consumer struct {
 	spec    ConsumerSpec
 	name    string
 	handler Handler
-	seen    jetstream.KeyValue
+	m       consumerMetrics
 
 	running atomic.Int32
 	lag     atomic.Uint64
@@ -88,9 +109,11 @@ type Consumer struct {
 }
 
 // Consume creates the durable consumer and starts handling events until ctx
-// is done. It fails fast when the consumer cannot be created at start; once
-// running, every failure (NATS restarted, consumer deleted) is retried with
-// backoff without giving up.
+// is done. It fails fast when the consumer cannot be created at start,
+// except on a stream of another service that is not there yet (no
+// EnsureStream: services start in any order); once running, every failure
+// (NATS restarted, consumer deleted, the stream still missing) is retried
+// with backoff without giving up.
 func (b *Bus) Consume(ctx context.Context, spec ConsumerSpec, h Handler) (*Consumer, error) {
 	if spec.Durable == "" || spec.Stream == "" {
 		return nil, errors.New("bus: consumer needs a durable name and a stream")
@@ -114,13 +137,13 @@ func (b *Bus) Consume(ctx context.Context, spec ConsumerSpec, h Handler) (*Consu
 		spec.RetryDelay = 250 * time.Millisecond
 	}
 	c := &Consumer{b: b, spec: spec, name: b.StreamName(spec.Durable), handler: h, done: make(chan struct{})}
-	seen, err := b.seenBucket(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.seen = seen
+	c.m = b.metrics.of(c.name)
 	cons, err := c.ensure(ctx)
-	if err != nil {
+	switch {
+	case err != nil && spec.EnsureStream == nil && errors.Is(err, jetstream.ErrStreamNotFound):
+		b.log.Info("consumer waits for its stream, which another service creates", "consumer", c.name, "stream", b.StreamName(spec.Stream))
+		cons = nil
+	case err != nil:
 		return nil, err
 	}
 	for range spec.Workers {
@@ -263,7 +286,7 @@ func (c *Consumer) watch(ctx context.Context, cons jetstream.Consumer, it jetstr
 
 func (c *Consumer) setLag(n uint64) {
 	c.lag.Store(n)
-	c.b.metrics.lag.WithLabelValues(c.name).Set(float64(n))
+	c.m.lag.Set(float64(n))
 }
 
 func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
@@ -287,27 +310,21 @@ func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
 	}
 	if check := c.b.opts.CheckProducer; check != nil {
 		if err := check(msg.Subject(), ev); err != nil {
-			c.b.metrics.forbiddenProducer.WithLabelValues(c.name).Inc()
+			c.m.forbiddenProducer.Inc()
 			c.deadLetter(ctx, msg, md, fmt.Sprintf("forbidden producer: %v", err))
 			return
 		}
 	}
-	seenKey := c.name + "." + HashID(ev.GetHeader().GetEventId())
-	if _, err := c.seen.Get(ctx, seenKey); err == nil {
-		c.b.metrics.duplicates.WithLabelValues(c.name).Inc()
-		_ = msg.Ack()
-		return
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		c.b.log.Warn("seen-set unavailable; will retry", "consumer", c.name, "err", err)
-		_ = msg.NakWithDelay(c.retryDelay(md.NumDelivered))
-		return
+	repeat := c.b.mayRepeat(ev, md, time.Now())
+	if repeat {
+		c.m.repeats.Inc()
 	}
 
 	start := time.Now()
-	err = c.handler(ctx, Delivery{Event: ev, Subject: msg.Subject(), Metadata: md})
-	c.b.metrics.handleSeconds.WithLabelValues(c.name).Observe(time.Since(start).Seconds())
+	err = c.handler(ctx, Delivery{Event: ev, Subject: msg.Subject(), Metadata: md, Repeat: repeat})
+	c.m.handleSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
-		c.b.metrics.failures.WithLabelValues(c.name).Inc()
+		c.m.failures.Inc()
 		if IsPermanent(err) || md.NumDelivered >= uint64(c.spec.MaxDeliver) {
 			c.deadLetter(ctx, msg, md, err.Error())
 			return
@@ -317,16 +334,26 @@ func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(c.retryDelay(md.NumDelivered))
 		return
 	}
-	// Remember the event before acking: if the ack is lost the redelivery is
-	// skipped; if remembering fails the event is retried, and the handler's
-	// own publishes are deduplicated by their message ids.
-	if _, err := c.seen.Create(ctx, seenKey, []byte(strconv.FormatUint(md.Sequence.Stream, 10))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		c.b.log.Warn("seen-set write failed; event may be retried", "consumer", c.name, "err", err)
-		_ = msg.NakWithDelay(c.retryDelay(md.NumDelivered))
-		return
-	}
+	// A plain ack, not waited for: if it is lost the event comes back,
+	// marked Repeat, and the handler makes no second effect.
 	_ = msg.Ack()
-	c.b.metrics.processed.WithLabelValues(c.name).Inc()
+	c.m.processed.Inc()
+}
+
+// mayRepeat reports whether a delivery of ev may repeat a handling the
+// dedupe window no longer covers (Delivery.Repeat). The window runs from
+// the first handling's publish, which came after the event occurred, so an
+// event younger than half the window was handled, if at all, less than a
+// window ago. An event without a time is taken as a repeat.
+func (b *Bus) mayRepeat(ev *alpv1.Event, md *jetstream.MsgMetadata, now time.Time) bool {
+	if md.NumDelivered > 1 {
+		return true
+	}
+	occurred := ev.GetHeader().GetOccurred()
+	if occurred == nil {
+		return true
+	}
+	return now.Sub(occurred.AsTime()) >= b.opts.Duplicates/2
 }
 
 func (c *Consumer) retryDelay(delivered uint64) time.Duration {
@@ -357,7 +384,7 @@ func (c *Consumer) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstr
 		_ = msg.NakWithDelay(c.spec.AckWait)
 		return
 	}
-	c.b.metrics.deadLetters.WithLabelValues(c.name).Inc()
+	c.m.deadLetters.Inc()
 	c.b.log.Error("event dead-lettered", "consumer", c.name, "subject", msg.Subject(),
 		"stream_seq", md.Sequence.Stream, "deliveries", md.NumDelivered, "reason", reason)
 	_ = msg.TermWithReason("dead-lettered: " + reason)

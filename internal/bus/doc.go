@@ -15,7 +15,8 @@
 //     success (the server answers such a retry with a conflict, not a
 //     duplicate ack).
 //   - Supervised consumers: durable pull consumers that survive NATS restarts,
-//     skip events they already handled even after the dedupe window (a durable
-//     seen-set in KV), and move a message that keeps failing to the dead-letter
-//     stream after MaxDeliver attempts instead of crash-looping.
+//     tell a handler when a delivery may repeat a handling the dedupe window
+//     no longer covers (Delivery.Repeat), so it looks for its own effect
+//     then and only then, and move a message that keeps failing to the
+//     dead-letter stream after MaxDeliver attempts instead of crash-looping.
 package bus

@@ -22,7 +22,11 @@ type EmbeddedOptions struct {
 	Listen string
 	// ServerName defaults to "alpd-embedded".
 	ServerName string
-	Logger     *slog.Logger
+	// SyncInterval 0 fsyncs every write before the server acknowledges
+	// it; otherwise writes reach the operating system before their
+	// acknowledgement and are fsynced together this often.
+	SyncInterval time.Duration
+	Logger       *slog.Logger
 }
 
 // Embedded is a running in-process nats-server.
@@ -42,8 +46,11 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		DontListen: o.Listen == "",
 		NoSigs:     true,
 		NoLog:      o.Logger == nil,
-		// One node: sync writes so an acknowledged event survives a crash.
-		SyncAlways: true,
+		// One node, no replicas to fall back on: by default every write
+		// is on disk before it is acknowledged, so an acknowledged event
+		// survives a crash of the machine too.
+		SyncAlways:   o.SyncInterval == 0,
+		SyncInterval: o.SyncInterval,
 	}
 	if opts.ServerName == "" {
 		opts.ServerName = "alpd-embedded"

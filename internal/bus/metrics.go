@@ -11,7 +11,7 @@ type metrics struct {
 	processed         *prometheus.CounterVec
 	failures          *prometheus.CounterVec
 	deadLetters       *prometheus.CounterVec
-	duplicates        *prometheus.CounterVec
+	repeats           *prometheus.CounterVec
 	forbiddenProducer *prometheus.CounterVec
 	lag               *prometheus.GaugeVec
 	handleSeconds     *prometheus.HistogramVec
@@ -19,6 +19,23 @@ type metrics struct {
 	publishFailures   prometheus.Counter
 	publishDuplicates prometheus.Counter
 	appendConflicts   prometheus.Counter
+}
+
+// consumerMetrics are one consumer's series, looked up once: the consumer
+// touches several on every event.
+type consumerMetrics struct {
+	processed, failures, deadLetters, repeats, forbiddenProducer prometheus.Counter
+	lag                                                          prometheus.Gauge
+	handleSeconds                                                prometheus.Observer
+}
+
+func (m *metrics) of(consumer string) consumerMetrics {
+	return consumerMetrics{
+		processed: m.processed.WithLabelValues(consumer), failures: m.failures.WithLabelValues(consumer),
+		deadLetters: m.deadLetters.WithLabelValues(consumer), repeats: m.repeats.WithLabelValues(consumer),
+		forbiddenProducer: m.forbiddenProducer.WithLabelValues(consumer),
+		lag:               m.lag.WithLabelValues(consumer), handleSeconds: m.handleSeconds.WithLabelValues(consumer),
+	}
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -32,8 +49,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "alpd_bus_dead_letters_total", Help: "Events moved to the dead-letter stream.",
 		}, []string{"consumer"}),
-		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "alpd_bus_duplicates_skipped_total", Help: "Redelivered events skipped by the seen-set.",
+		repeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "alpd_bus_possible_repeats_total", Help: "Deliveries handed to the handler as possible repeats (Delivery.Repeat: delivered before, or older than half the dedupe window).",
 		}, []string{"consumer"}),
 		forbiddenProducer: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "alpd_bus_forbidden_producer_total", Help: "Events refused because their producer role may not produce them on that subject.",
@@ -59,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "alpd_bus_append_conflicts_total", Help: "Appends refused because another writer came first.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.processed, m.failures, m.deadLetters, m.duplicates, m.forbiddenProducer, m.lag,
+	for _, c := range []prometheus.Collector{m.processed, m.failures, m.deadLetters, m.repeats, m.forbiddenProducer, m.lag,
 		m.handleSeconds, m.publishSeconds, m.publishFailures, m.publishDuplicates, m.appendConflicts} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

@@ -7,11 +7,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Names of the stream and bucket every consumer of a broker shares.
-const (
-	DeadLetterStream = "deadletter"
-	SeenBucket       = "seen"
-)
+// DeadLetterStream is the name of the stream every consumer of a broker
+// shares for its dead letters.
+const DeadLetterStream = "deadletter"
 
 // DeadLetterSubject is where consumer durable's dead letters go.
 func (b *Bus) DeadLetterSubject(durable string) string {
@@ -35,29 +33,9 @@ func (b *Bus) deadLetterSpec() StreamSpec {
 	}
 }
 
-func (b *Bus) seenBucketName() string { return b.StreamName(SeenBucket) }
-
-// EnsureShared creates the dead-letter stream and the consumers' seen-set
-// bucket. Every service that consumes calls it; it is idempotent.
+// EnsureShared creates the dead-letter stream. Every service that
+// consumes calls it; it is idempotent.
 func (b *Bus) EnsureShared(ctx context.Context) error {
-	if _, err := b.EnsureStream(ctx, b.deadLetterSpec()); err != nil {
-		return err
-	}
-	_, err := b.seenBucket(ctx)
+	_, err := b.EnsureStream(ctx, b.deadLetterSpec())
 	return err
-}
-
-func (b *Bus) seenBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      b.seenBucketName(),
-		Description: "Source event ids each durable consumer has handled (idempotency beyond the dedupe window).",
-		History:     1,
-		TTL:         b.opts.SeenTTL,
-		Storage:     jetstream.FileStorage,
-		Replicas:    b.opts.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("bus: seen-set bucket %s: %w", b.seenBucketName(), err)
-	}
-	return kv, nil
 }

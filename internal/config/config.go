@@ -186,6 +186,34 @@ type NATS struct {
 	TLS NATSTLS `yaml:"tls"`
 	// Replicas of each stream (1 for the embedded server).
 	Replicas int `yaml:"replicas"`
+	// SyncInterval is how the embedded server gets its writes onto disk:
+	// "always" (or empty: the default) fsyncs every write before it is
+	// acknowledged; a duration (e.g. "1s") writes each to the operating
+	// system before acknowledging it and fsyncs them together that often
+	// (docs/operations.md, "Durability of each step"). See SyncEvery.
+	SyncInterval string `yaml:"sync_interval"`
+}
+
+// SyncAlways is nats.sync_interval's value for an fsync on every write.
+const SyncAlways = "always"
+
+// Bounds of a nats.sync_interval duration.
+const (
+	MinSyncInterval = 10 * time.Millisecond
+	MaxSyncInterval = 2 * time.Minute
+)
+
+// SyncEvery is nats.sync_interval as a duration: 0 for an fsync on every
+// write. A value Validate refuses is 0 too.
+func (n NATS) SyncEvery() time.Duration {
+	if n.SyncInterval == "" || n.SyncInterval == SyncAlways {
+		return 0
+	}
+	d, err := time.ParseDuration(n.SyncInterval)
+	if err != nil || d < MinSyncInterval || d > MaxSyncInterval {
+		return 0
+	}
+	return d
 }
 
 // NATSTLS names the files for TLS to an external NATS. The files must
@@ -321,9 +349,6 @@ type Bus struct {
 	// dead-letter subject.
 	MaxDeliver int           `yaml:"max_deliver"`
 	AckWait    time.Duration `yaml:"ack_wait"`
-	// SeenTTL is how long consumers remember a source event id, to stay
-	// idempotent after the dedupe window has passed.
-	SeenTTL time.Duration `yaml:"seen_ttl"`
 }
 
 // Default returns the built-in defaults. It has no tenants, so it is not
@@ -361,7 +386,6 @@ func Default() Config {
 			WorkMaxAge:  24 * time.Hour,
 			MaxDeliver:  5,
 			AckWait:     30 * time.Second,
-			SeenTTL:     168 * time.Hour,
 		},
 	}
 }

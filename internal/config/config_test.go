@@ -139,6 +139,14 @@ func TestValidateRules(t *testing.T) {
 			c.NATS.Listen = "127.0.0.1:4222"
 		}, "config: nats.listen: is only for the embedded server", ""},
 		{"nats listen bad", func(c *Config) { c.NATS.Listen = "4222" }, "config: nats.listen:", ""},
+		{"nats sync interval with urls", func(c *Config) {
+			c.NATS.URLs = []string{"nats://a:4222"}
+			c.NATS.SyncInterval = "1s"
+		}, "config: nats.sync_interval: is only for the embedded server", ""},
+		{"nats sync interval word", func(c *Config) { c.NATS.SyncInterval = "never" },
+			`config: nats.sync_interval: "never" is neither "always" nor a duration`, ""},
+		{"nats sync interval too short", func(c *Config) { c.NATS.SyncInterval = "1ms" },
+			"config: nats.sync_interval: 1ms is out of range 10ms to 2m", ""},
 		{"nats credentials missing", func(c *Config) { c.NATS.CredentialsFile = missing }, "config: nats.credentials_file: \"" + missing + "\" does not exist", ""},
 		{"nats credentials is dir", func(c *Config) { c.NATS.CredentialsFile = dir }, "config: nats.credentials_file:", ""},
 		{"nkey seed embedded", func(c *Config) { c.NATS.NKeySeedFile = kek }, "config: nats.nkey_seed_file: is for an external NATS", ""},
@@ -271,8 +279,6 @@ func TestValidateRules(t *testing.T) {
 		{"bus max deliver zero", func(c *Config) { c.Bus.MaxDeliver = 0 }, "config: bus.max_deliver: 0 is out of range 1 to 100", ""},
 		{"bus max deliver 101", func(c *Config) { c.Bus.MaxDeliver = 101 }, "config: bus.max_deliver: 101 is out of range", ""},
 		{"bus ack wait below 1s", func(c *Config) { c.Bus.AckWait = 999 * time.Millisecond }, "config: bus.ack_wait: 999ms is below the minimum of 1s", ""},
-		{"bus seen ttl equal to duplicates", func(c *Config) { c.Bus.SeenTTL = c.Bus.Duplicates }, "config: bus.seen_ttl: 2m must be longer than bus.duplicates (2m)", ""},
-		{"bus seen ttl shorter", func(c *Config) { c.Bus.SeenTTL = time.Minute }, "config: bus.seen_ttl:", ""},
 		{"ledger max exports zero", func(c *Config) { c.Ledger.MaxExports, c.Ledger.MaxExportsPerPerson = 0, 1 }, "config: ledger.max_exports: 0 is out of range 1 to 1000", ""},
 		{"ledger exports per person over max", func(c *Config) { c.Ledger.MaxExportsPerPerson = 5 }, "config: ledger.max_exports_per_person: 5 is out of range 1 to 4", ""},
 		{"ledger export write timeout", func(c *Config) { c.Ledger.ExportWriteTimeout = 0 }, "config: ledger.export_write_timeout: 0s is out of range 1s to 10m", ""},
@@ -324,6 +330,9 @@ func TestValidateAccepts(t *testing.T) {
 			c.NATS.CredentialsFile = creds
 		}},
 		{"embedded listen", func(c *Config) { c.NATS.Listen = "127.0.0.1:4222" }},
+		{"embedded sync always", func(c *Config) { c.NATS.SyncInterval = "always" }},
+		{"embedded sync interval bounds", func(c *Config) { c.NATS.SyncInterval = "10ms" }},
+		{"embedded sync interval most", func(c *Config) { c.NATS.SyncInterval = "2m" }},
 		{"nkey user over tls", func(c *Config) {
 			c.NATS.URLs = []string{"tls://n1:4222"}
 			c.NATS.NKeySeedFile = creds
@@ -345,7 +354,7 @@ func TestValidateAccepts(t *testing.T) {
 		{"events kept forever", func(c *Config) { c.Bus.EventMaxAge = 0 }},
 		{"bus minimums", func(c *Config) {
 			c.Bus = Bus{Duplicates: time.Second, EventMaxAge: time.Hour, WorkMaxAge: time.Second,
-				MaxDeliver: 1, AckWait: time.Second, SeenTTL: time.Second + 1}
+				MaxDeliver: 1, AckWait: time.Second}
 		}},
 		{"bus maximums", func(c *Config) { c.Bus.MaxDeliver = 100 }},
 		{"idp extra scopes", func(c *Config) {
@@ -682,8 +691,8 @@ func TestFileErrors(t *testing.T) {
 			[]string{`config: alpd.yaml: line 2: nats.replicas: want an integer, got "three"`}},
 		{"fraction for an integer", "bus:\n  max_deliver: 2.5\n",
 			[]string{`line 2: bus.max_deliver: want an integer, got "2.5"`}},
-		{"duration expected", "bus:\n  seen_ttl: 7d\n",
-			[]string{`config: alpd.yaml: line 2: bus.seen_ttl: "7d" is not a duration`}},
+		{"duration expected", "bus:\n  work_max_age: 7d\n",
+			[]string{`config: alpd.yaml: line 2: bus.work_max_age: "7d" is not a duration`}},
 		{"duration given a list", "bus:\n  ack_wait: [1s]\n",
 			[]string{"line 2: bus.ack_wait:"}},
 		{"list expected", "nats:\n  urls: nats://a:4222\n",
@@ -780,7 +789,7 @@ func TestRoundTrip(t *testing.T) {
 		GRPC:     GRPC{Listen: ":9090", Peers: map[string]string{"identity": "identity:9090", "ledger": "ledger:9090"}},
 		Keystore: Keystore{Backend: "file", Path: "/var/lib/alpd/ks", KEKFile: "/etc/alpd/kek"},
 		Log:      Log{Level: "debug", Format: "text"},
-		Bus:      Bus{Duplicates: 5 * time.Minute, EventMaxAge: 0, WorkMaxAge: 12 * time.Hour, MaxDeliver: 9, AckWait: 45 * time.Second, SeenTTL: 200 * time.Hour},
+		Bus:      Bus{Duplicates: 5 * time.Minute, EventMaxAge: 0, WorkMaxAge: 12 * time.Hour, MaxDeliver: 9, AckWait: 45 * time.Second},
 	}
 	data, err := yaml.Marshal(c)
 	if err != nil {
@@ -913,5 +922,14 @@ func TestHTTPLimitsFromFile(t *testing.T) {
 	}
 	if _, err := Parse([]byte("http:\n  write_timeout: 60\n"), "alpd.yaml"); err == nil || !strings.Contains(err.Error(), "http.write_timeout") {
 		t.Fatalf("a duration without unit: %v", err)
+	}
+}
+
+// TestSyncEvery: nats.sync_interval as the embedded server takes it.
+func TestSyncEvery(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, "always": 0, "1s": time.Second, "250ms": 250 * time.Millisecond} {
+		if got := (NATS{SyncInterval: in}).SyncEvery(); got != want {
+			t.Errorf("SyncEvery(%q) = %s, want %s", in, got, want)
+		}
 	}
 }

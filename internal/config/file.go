@@ -191,7 +191,6 @@ type fileBus struct {
 	WorkMaxAge  duration `yaml:"work_max_age"`
 	MaxDeliver  int      `yaml:"max_deliver"`
 	AckWait     duration `yaml:"ack_wait"`
-	SeenTTL     duration `yaml:"seen_ttl"`
 }
 
 // duration is a time.Duration written as a Go duration string ("24h").
@@ -230,7 +229,6 @@ func toFile(c Config) fileConfig {
 			WorkMaxAge:  duration(c.Bus.WorkMaxAge),
 			MaxDeliver:  c.Bus.MaxDeliver,
 			AckWait:     duration(c.Bus.AckWait),
-			SeenTTL:     duration(c.Bus.SeenTTL),
 		},
 	}
 	// The decoder merges into maps and slices it is given; never let it
@@ -255,7 +253,6 @@ func (f fileConfig) config() Config {
 			WorkMaxAge:  time.Duration(f.Bus.WorkMaxAge),
 			MaxDeliver:  f.Bus.MaxDeliver,
 			AckWait:     time.Duration(f.Bus.AckWait),
-			SeenTTL:     time.Duration(f.Bus.SeenTTL),
 		},
 	}
 }

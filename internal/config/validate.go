@@ -133,6 +133,18 @@ func (c *Config) validate() []fieldError {
 			bad("nats.listen", "%s", problem)
 		}
 	}
+	if s := c.NATS.SyncInterval; s != "" {
+		d, err := time.ParseDuration(s)
+		switch {
+		case !c.Embedded():
+			bad("nats.sync_interval", "is only for the embedded server, but nats.urls is set; set sync_interval in the jetstream block of the NATS servers' configuration")
+		case s == SyncAlways:
+		case err != nil:
+			bad("nats.sync_interval", "%q is neither %q nor a duration such as \"1s\"", s, SyncAlways)
+		case d < MinSyncInterval || d > MaxSyncInterval:
+			bad("nats.sync_interval", "%s is out of range %s to %s", fmtDuration(d), fmtDuration(MinSyncInterval), fmtDuration(MaxSyncInterval))
+		}
+	}
 	if c.NATS.CredentialsFile != "" {
 		if problem := checkFile(c.NATS.CredentialsFile); problem != "" {
 			bad("nats.credentials_file", "%s", problem)
@@ -348,9 +360,6 @@ func (c *Config) validate() []fieldError {
 	}
 	if b.AckWait < MinAckWait {
 		bad("bus.ack_wait", "%s is below the minimum of %s", fmtDuration(b.AckWait), fmtDuration(MinAckWait))
-	}
-	if b.SeenTTL <= b.Duplicates {
-		bad("bus.seen_ttl", "%s must be longer than bus.duplicates (%s): consumers must remember an event id after JetStream has forgotten it", fmtDuration(b.SeenTTL), fmtDuration(b.Duplicates))
 	}
 	return fes
 }

@@ -143,7 +143,7 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 		Services: services,
 		Peers:    cfg.GRPC.Peers,
 		Bus: broker.BusConfig{
-			Replicas: cfg.NATS.Replicas, Duplicates: cfg.Bus.Duplicates, SeenTTL: cfg.Bus.SeenTTL,
+			Replicas: cfg.NATS.Replicas, Duplicates: cfg.Bus.Duplicates,
 			MaxDeliver: cfg.Bus.MaxDeliver, AckWait: cfg.Bus.AckWait,
 		},
 		Limits:    streams.Limits{EventMaxAge: cfg.Bus.EventMaxAge, WorkMaxAge: cfg.Bus.WorkMaxAge},
@@ -220,6 +220,7 @@ func (d *Daemon) connectNATS(service string) error {
 	if d.cfg.Embedded() {
 		e, err := bus.StartEmbedded(bus.EmbeddedOptions{
 			StoreDir: filepath.Join(d.cfg.DataDir, "nats"), Listen: d.cfg.NATS.Listen, Logger: d.log,
+			SyncInterval: d.cfg.NATS.SyncEvery(),
 		})
 		if err != nil {
 			return err

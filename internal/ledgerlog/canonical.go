@@ -102,11 +102,25 @@ func (e *Entry) appendCanonical(b []byte) []byte {
 			f := &e.Fields[i]
 			w.elem()
 			w.open()
+			w.strMember("action", f.Action)
 			w.optMember("class", f.Class)
-			w.optMember("layer", f.Layer)
-			w.strMember("path", f.Path)
-			w.optMember("rule", f.Rule)
-			w.strMember("verdict", f.Verdict)
+			w.strMember("pointer", f.Pointer)
+			w.reasons("reasons", f.Reasons)
+			w.close()
+		}
+		w.b = append(w.b, ']')
+	}
+	if len(e.Held) > 0 {
+		w.key("held")
+		w.b = append(w.b, '[')
+		for i := range e.Held {
+			h := &e.Held[i]
+			w.elem()
+			w.open()
+			w.optMember("commits", h.Commits)
+			w.strMember("id", h.ID)
+			w.strMember("kind", h.Kind)
+			w.strings("pointers", h.Pointers)
 			w.close()
 		}
 		w.b = append(w.b, ']')
@@ -114,15 +128,65 @@ func (e *Entry) appendCanonical(b []byte) []byte {
 	w.uintMember("i", e.Index)
 	w.strMember("kind", e.Kind)
 	w.strMember("log", e.Log)
+	w.optMember("outcome", e.Outcome)
+	w.reasons("reasons", e.Reasons)
 	if e.Receipt != nil {
 		w.key("receipt")
 		w.b = e.Receipt.appendCanonical(w.b, true)
 	}
+	w.strings("rule_versions", e.RuleVersions)
 	w.strMember("source_event", e.SourceEvent)
 	w.strMember("ts", e.Time)
 	w.uintMember("v", uint64(e.V))
+	if len(e.Views) > 0 {
+		w.key("views")
+		w.b = append(w.b, '[')
+		for i := range e.Views {
+			v := &e.Views[i]
+			w.elem()
+			w.open()
+			w.strings("pointers", v.Pointers)
+			w.strMember("trust_class", v.TrustClass)
+			w.close()
+		}
+		w.b = append(w.b, ']')
+	}
 	w.close()
 	return w.b
+}
+
+// strings writes a member holding an array of strings, skipped when empty.
+func (w *canonWriter) strings(k string, vs []string) {
+	if len(vs) == 0 {
+		return
+	}
+	w.key(k)
+	w.b = append(w.b, '[')
+	for _, v := range vs {
+		w.elem()
+		w.str(v)
+	}
+	w.b = append(w.b, ']')
+}
+
+// reasons writes a member holding reasons, skipped when empty.
+func (w *canonWriter) reasons(k string, rs []Reason) {
+	if len(rs) == 0 {
+		return
+	}
+	w.key(k)
+	w.b = append(w.b, '[')
+	for i := range rs {
+		r := &rs[i]
+		w.elem()
+		w.open()
+		w.optMember("code", r.Code)
+		w.strMember("party", r.Party)
+		w.optMember("pointer", r.Pointer)
+		w.optMember("policy", r.Policy)
+		w.close()
+	}
+	w.b = append(w.b, ']')
 }
 
 // appendCanonical writes the receipt, with its signature if withSig (and
@@ -138,15 +202,7 @@ func (r *Receipt) appendCanonical(b []byte, withSig bool) []byte {
 	w.strMember("key_id", r.KeyID)
 	w.strMember("leaf_hash", r.LeafHash)
 	w.strMember("log", r.Log)
-	if len(r.Proof) > 0 {
-		w.key("proof")
-		w.b = append(w.b, '[')
-		for _, p := range r.Proof {
-			w.elem()
-			w.str(p)
-		}
-		w.b = append(w.b, ']')
-	}
+	w.strings("proof", r.Proof)
 	if withSig {
 		w.optMember("sig", r.Signature)
 	}

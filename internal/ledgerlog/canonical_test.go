@@ -46,9 +46,30 @@ func TestCanonicalEncoderMatchesJCS(t *testing.T) {
 		e := Entry{V: r.IntN(3), Log: randString(r, false), Index: r.Uint64N(MaxIndex + 1), Kind: randString(r, false),
 			SourceEvent: randString(r, true), EnvelopeID: randString(r, true), Commitment: randString(r, true),
 			Counterparty: randString(r, true), Time: randString(r, false)}
+		randReasons := func() []Reason {
+			var rs []Reason
+			for range r.IntN(3) {
+				rs = append(rs, Reason{Party: randString(r, true), Policy: randString(r, true), Code: randString(r, true), Pointer: randString(r, true)})
+			}
+			return rs
+		}
+		randStrings := func() []string {
+			var ss []string
+			for range r.IntN(3) {
+				ss = append(ss, randString(r, true))
+			}
+			return ss
+		}
 		for range r.IntN(4) {
-			e.Fields = append(e.Fields, FieldVerdict{Path: randString(r, true), Class: randString(r, true),
-				Verdict: randString(r, true), Layer: randString(r, true), Rule: randString(r, true)})
+			e.Fields = append(e.Fields, FieldVerdict{Pointer: randString(r, true), Class: randString(r, true),
+				Action: randString(r, true), Reasons: randReasons()})
+		}
+		e.Outcome, e.Reasons, e.RuleVersions = randString(r, true), randReasons(), randStrings()
+		for range r.IntN(3) {
+			e.Held = append(e.Held, HeldItem{ID: randString(r, true), Kind: randString(r, true), Pointers: randStrings(), Commits: randString(r, true)})
+		}
+		for range r.IntN(3) {
+			e.Views = append(e.Views, View{TrustClass: randString(r, true), Pointers: randStrings()})
 		}
 		if r.IntN(3) == 0 {
 			rc := &Receipt{Type: randString(r, true), EnvelopeID: randString(r, true), Commitment: randString(r, true),

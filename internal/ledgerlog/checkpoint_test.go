@@ -81,7 +81,7 @@ func (randReader) Read(b []byte) (int, error) {
 }
 
 func sampleEntryFor(l *testLog, k int) Entry {
-	return Entry{Kind: KindSendRequested, EnvelopeID: envID(k), Counterparty: Origin("b.example", "bob"), Fields: fields()}
+	return Entry{Kind: KindSendRequested, EnvelopeID: envID(k), Counterparty: Origin("b.example", "bob")}
 }
 
 func TestParseCheckpointBodyStrict(t *testing.T) {

@@ -19,12 +19,19 @@ const EntryVersion = 1
 // guessing what an unknown statement means; adding a kind is a change to
 // this list (KnownKind) and to docs/ledger.md.
 const (
-	// KindSendRequested: the person's agent asked to send an envelope, and
-	// the broker's per-field decisions.
+	// KindSendRequested: the person's agent asked to send an envelope.
 	KindSendRequested = "envelope.send_requested"
 	// KindReceived: an envelope from a counterparty was received for the
-	// person, with the receiving side's per-field decisions.
+	// person.
 	KindReceived = "envelope.received"
+	// KindDecided: policy's sender-side decision on an envelope the person
+	// sent: the outcome, every field's verdict and why, as the sender may
+	// see it (another party's policy ids withheld).
+	KindDecided = "policy.decided"
+	// KindDeliverable: policy's recipient-side decision on an envelope for
+	// the person: every field's verdict, which trust class of the person's
+	// agents sees which fields, and what is held for the person.
+	KindDeliverable = "policy.deliverable"
 	// KindReceiptIssued: this broker issued a receipt to the counterparty
 	// for an envelope (the receipt may be embedded).
 	KindReceiptIssued = "receipt.issued"
@@ -36,10 +43,23 @@ const (
 // KnownKind reports whether kind is an entry kind this version understands.
 func KnownKind(kind string) bool {
 	switch kind {
-	case KindSendRequested, KindReceived, KindReceiptIssued, KindReceiptReceived:
+	case KindSendRequested, KindReceived, KindDecided, KindDeliverable, KindReceiptIssued, KindReceiptReceived:
 		return true
 	}
 	return false
+}
+
+// IsEnvelopeKind reports whether kind records the envelope itself (sent or
+// received, with a commitment to its digest): the entry a receipt proves
+// and a match of two ledgers pairs.
+func IsEnvelopeKind(kind string) bool {
+	return kind == KindSendRequested || kind == KindReceived
+}
+
+// IsDecisionKind reports whether kind records a policy decision about an
+// envelope (its outcome and per-field verdicts) rather than the envelope.
+func IsDecisionKind(kind string) bool {
+	return kind == KindDecided || kind == KindDeliverable
 }
 
 // IsReceiptKind reports whether kind records a receipt rather than the
@@ -58,6 +78,32 @@ const (
 	MaxIndex     = 1<<53 - 1
 	maxFields    = 1024
 	maxStringLen = 512
+	// maxList bounds every other list of an entry (reasons, rule versions,
+	// held items, views, a held item's or view's pointers beyond
+	// maxFields).
+	maxList = 64
+)
+
+// Outcomes of a decision entry ("outcome"), as policy names them.
+const (
+	OutcomeDeliver        = "deliver"
+	OutcomeDeliverPartial = "deliver_partial"
+	OutcomeHold           = "hold"
+	OutcomeRefuse         = "refuse"
+)
+
+// Actions of a field verdict ("action").
+const (
+	ActionAllow = "allow"
+	ActionDeny  = "deny"
+	ActionHold  = "hold"
+)
+
+// Kinds of a held item ("kind" of an element of "held").
+const (
+	HeldConnectionRequest  = "connection_request"
+	HeldCommitment         = "commitment"
+	HeldConfidentialFields = "confidential_fields"
 )
 
 // TimeLayout is the one accepted form of "ts": RFC 3339, UTC, milliseconds.
@@ -67,14 +113,47 @@ const TimeLayout = "2006-01-02T15:04:05.000Z"
 // FormatTime renders t in TimeLayout (UTC, truncated to milliseconds).
 func FormatTime(t time.Time) string { return t.UTC().Truncate(time.Millisecond).Format(TimeLayout) }
 
-// FieldVerdict is the decision about one field of an envelope: which layer
-// of policy decided and by which rule. It names the field, never its value.
+// FieldVerdict is the decision about one field of an envelope: what
+// happens to it and why. It names the field (its JSON pointer and class),
+// never its value.
 type FieldVerdict struct {
-	Path    string `json:"path"`
+	// Pointer is the RFC 6901 pointer of the field in the body.
+	Pointer string `json:"pointer"`
 	Class   string `json:"class,omitempty"`
-	Verdict string `json:"verdict"`
-	Layer   string `json:"layer,omitempty"`
-	Rule    string `json:"rule,omitempty"`
+	// Action is ActionAllow, ActionDeny or ActionHold.
+	Action string `json:"action"`
+	// Reasons are every party's refusal (or hold) of the field.
+	Reasons []Reason `json:"reasons,omitempty"`
+}
+
+// Reason is why a party refused or held something: the party, its policy
+// id (absent where the party's ids are not the person's to see) and the
+// public reason code. Never the rule's text.
+type Reason struct {
+	// Party is "sender", "sender_org", "recipient_org", "recipient" or
+	// "broker" (the hard rules).
+	Party  string `json:"party"`
+	Policy string `json:"policy,omitempty"`
+	Code   string `json:"code,omitempty"`
+	// Pointer, on a reason about the whole message, is the field it names
+	// (a body that fails its schema at a place); absent otherwise.
+	Pointer string `json:"pointer,omitempty"`
+}
+
+// HeldItem is one thing policy held for the recipient person to decide:
+// its id, kind, the fields it holds and what it commits — never the
+// sealed fields themselves.
+type HeldItem struct {
+	ID       string   `json:"id"`
+	Kind     string   `json:"kind"`
+	Pointers []string `json:"pointers,omitempty"`
+	Commits  string   `json:"commits,omitempty"`
+}
+
+// View is which fields one trust class of the recipient's agents is given.
+type View struct {
+	TrustClass string   `json:"trust_class"`
+	Pointers   []string `json:"pointers,omitempty"`
 }
 
 // Entry is one ledger leaf. Its canonical JSON (Canonical) is what is
@@ -99,8 +178,16 @@ type Entry struct {
 	// domain — never an address: a leaf can never be erased, and an address
 	// is personal data. Match uses it (with receipts) to decide which
 	// envelopes must appear in the other ledger.
-	Counterparty string         `json:"counterparty,omitempty"`
+	Counterparty string `json:"counterparty,omitempty"`
+	// Outcome, Reasons (about the whole message), Fields, RuleVersions
+	// ("party:owner:version" of each rule set used), Held and Views are
+	// a decision's (IsDecisionKind); Held and Views a deliverable's only.
+	Outcome      string         `json:"outcome,omitempty"`
+	Reasons      []Reason       `json:"reasons,omitempty"`
 	Fields       []FieldVerdict `json:"fields,omitempty"`
+	RuleVersions []string       `json:"rule_versions,omitempty"`
+	Held         []HeldItem     `json:"held,omitempty"`
+	Views        []View         `json:"views,omitempty"`
 	// Time is when the broker recorded the entry, in TimeLayout.
 	Time string `json:"ts"`
 	// Receipt is the counterparty's receipt (KindReceiptReceived, required)
@@ -136,21 +223,8 @@ func (e Entry) Validate() error {
 			return err
 		}
 	}
-	if len(e.Fields) > maxFields {
-		return fmt.Errorf("%d fields, at most %d", len(e.Fields), maxFields)
-	}
-	for i, f := range e.Fields {
-		if err := checkText("fields path", f.Path, true); err != nil {
-			return fmt.Errorf("field %d: %w", i, err)
-		}
-		if err := checkText("fields verdict", f.Verdict, true); err != nil {
-			return fmt.Errorf("field %d: %w", i, err)
-		}
-		for _, v := range []string{f.Class, f.Layer, f.Rule} {
-			if err := checkText("field attribute", v, false); err != nil {
-				return fmt.Errorf("field %d: %w", i, err)
-			}
-		}
+	if err := e.validateDecision(); err != nil {
+		return err
 	}
 	if t, err := time.Parse(TimeLayout, e.Time); err != nil || t.Format(TimeLayout) != e.Time {
 		return fmt.Errorf("ts %s is not %s (UTC, milliseconds)", quote(e.Time), TimeLayout)
@@ -167,6 +241,117 @@ func (e Entry) Validate() error {
 		}
 		if e.Receipt.EnvelopeID != e.EnvelopeID {
 			return fmt.Errorf("receipt is for envelope %s, entry for %s", quote(e.Receipt.EnvelopeID), quote(e.EnvelopeID))
+		}
+	}
+	return nil
+}
+
+// validateDecision checks the members only decisions carry: present on
+// decision kinds (an outcome always), absent on the others, and a
+// decision holds no commitment or receipt of its own.
+func (e Entry) validateDecision() error {
+	if !IsDecisionKind(e.Kind) {
+		if e.Outcome != "" || len(e.Reasons) > 0 || len(e.Fields) > 0 || len(e.RuleVersions) > 0 || len(e.Held) > 0 || len(e.Views) > 0 {
+			return fmt.Errorf("%s carries a decision (outcome, reasons, fields, rule versions, held or views)", e.Kind)
+		}
+		return nil
+	}
+	switch e.Outcome {
+	case OutcomeDeliver, OutcomeDeliverPartial, OutcomeHold, OutcomeRefuse:
+	default:
+		return fmt.Errorf("outcome %s is not deliver, deliver_partial, hold or refuse", quote(e.Outcome))
+	}
+	switch {
+	case e.Commitment != "":
+		return fmt.Errorf("%s carries a commitment (the envelope's entry does)", e.Kind)
+	case e.Kind != KindDeliverable && (len(e.Held) > 0 || len(e.Views) > 0):
+		return fmt.Errorf("%s carries held items or views (a deliverable's)", e.Kind)
+	case len(e.Fields) > maxFields:
+		return fmt.Errorf("%d fields, at most %d", len(e.Fields), maxFields)
+	}
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"reasons", len(e.Reasons)}, {"rule versions", len(e.RuleVersions)}, {"held items", len(e.Held)}, {"views", len(e.Views)}} {
+		if l.n > maxList {
+			return fmt.Errorf("%d %s, at most %d", l.n, l.name, maxList)
+		}
+	}
+	if err := checkReasons("reason", e.Reasons); err != nil {
+		return err
+	}
+	for i, f := range e.Fields {
+		if err := checkText("pointer", f.Pointer, false); err != nil {
+			return fmt.Errorf("field %d: %w", i, err)
+		}
+		if err := checkText("class", f.Class, false); err != nil {
+			return fmt.Errorf("field %d: %w", i, err)
+		}
+		switch f.Action {
+		case ActionAllow, ActionDeny, ActionHold:
+		default:
+			return fmt.Errorf("field %d: action %s is not allow, deny or hold", i, quote(f.Action))
+		}
+		if len(f.Reasons) > maxList {
+			return fmt.Errorf("field %d: %d reasons, at most %d", i, len(f.Reasons), maxList)
+		}
+		if err := checkReasons(fmt.Sprintf("field %d: reason", i), f.Reasons); err != nil {
+			return err
+		}
+	}
+	for i, v := range e.RuleVersions {
+		if err := checkText("rule version", v, true); err != nil {
+			return fmt.Errorf("rule version %d: %w", i, err)
+		}
+	}
+	for i, h := range e.Held {
+		if err := checkText("held id", h.ID, true); err != nil {
+			return fmt.Errorf("held item %d: %w", i, err)
+		}
+		switch h.Kind {
+		case HeldConnectionRequest, HeldCommitment, HeldConfidentialFields:
+		default:
+			return fmt.Errorf("held item %d: kind %s is not connection_request, commitment or confidential_fields", i, quote(h.Kind))
+		}
+		if err := checkText("commits", h.Commits, false); err != nil {
+			return fmt.Errorf("held item %d: %w", i, err)
+		}
+		if err := checkPointers(fmt.Sprintf("held item %d", i), h.Pointers); err != nil {
+			return err
+		}
+	}
+	for i, v := range e.Views {
+		if err := checkText("trust class", v.TrustClass, true); err != nil {
+			return fmt.Errorf("view %d: %w", i, err)
+		}
+		if err := checkPointers(fmt.Sprintf("view %d", i), v.Pointers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkReasons(what string, rs []Reason) error {
+	for i, r := range rs {
+		if err := checkText("party", r.Party, true); err != nil {
+			return fmt.Errorf("%s %d: %w", what, i, err)
+		}
+		for _, v := range []string{r.Policy, r.Code, r.Pointer} {
+			if err := checkText("reason attribute", v, false); err != nil {
+				return fmt.Errorf("%s %d: %w", what, i, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkPointers(what string, ps []string) error {
+	if len(ps) > maxFields {
+		return fmt.Errorf("%s: %d pointers, at most %d", what, len(ps), maxFields)
+	}
+	for j, p := range ps {
+		if err := checkText("pointer", p, false); err != nil {
+			return fmt.Errorf("%s: pointer %d: %w", what, j, err)
 		}
 	}
 	return nil

@@ -26,9 +26,10 @@ var update = flag.Bool("update", false, "rewrite testdata/examples")
 
 const examplesDir = "testdata/examples"
 
-// examplePair is one exchange between alice@a.example and bob@b.example.
+// examplePair is one exchange between alice@a.example and bob@b.example,
+// each envelope entry followed by policy's decision.
 func examplePair(t *testing.T) *pair {
-	return buildPair(t, 1, nil)
+	return buildPair(t, 1, &pairHooks{decisions: true})
 }
 
 func pretty(t *testing.T, b []byte) string {
@@ -46,9 +47,11 @@ func exampleFiles(t *testing.T) map[string]string {
 	files := map[string]string{}
 	files["entry.json"] = string(a.entries[0].Leaf) + "\n"
 	files["entry-pretty.json"] = pretty(t, a.entries[0].Leaf)
+	files["decided-pretty.json"] = pretty(t, a.entries[1].Leaf)
+	files["deliverable-pretty.json"] = pretty(t, p.b.entries[1].Leaf)
 	files["checkpoint.txt"] = string(x.Checkpoint)
 	files["vkey.txt"] = a.key.Verifier + "\n"
-	rc := a.entry(2).Receipt
+	rc := a.entry(3).Receipt
 	raw, _ := json.Marshal(rc)
 	files["receipt.json"] = pretty(t, raw)
 	var buf bytes.Buffer
@@ -62,19 +65,20 @@ func exampleFiles(t *testing.T) map[string]string {
 	}
 	files["bob.jsonl"] = buf.String()
 
-	// The worked tree: three leaves.
+	// The worked tree: four leaves.
 	var tree strings.Builder
-	var h [3][32]byte
-	for i := range 3 {
+	var h [4][32]byte
+	for i := range 4 {
 		h[i] = LeafHash(a.entries[i].Leaf)
-		fmt.Fprintf(&tree, "h%d   = SHA-256(00 || leaf %d)   = %s\n", i, i, hex.EncodeToString(h[i][:]))
+		fmt.Fprintf(&tree, "h%d   = SHA-256(00 || leaf %d)    = %s\n", i, i, hex.EncodeToString(h[i][:]))
 	}
-	h01 := refNode(h[0], h[1])
-	root := refNode(h01, h[2])
-	fmt.Fprintf(&tree, "h01  = SHA-256(01 || h0 || h1) = %s\n", hex.EncodeToString(h01[:]))
-	fmt.Fprintf(&tree, "root = SHA-256(01 || h01 || h2) = %s\n", hex.EncodeToString(root[:]))
-	fmt.Fprintf(&tree, "root, base64 (checkpoint line 3)  = %s\n", base64.StdEncoding.EncodeToString(root[:]))
-	if r, _ := a.tree.Root(3); r != root {
+	h01, h23 := refNode(h[0], h[1]), refNode(h[2], h[3])
+	root := refNode(h01, h23)
+	fmt.Fprintf(&tree, "h01  = SHA-256(01 || h0 || h1)  = %s\n", hex.EncodeToString(h01[:]))
+	fmt.Fprintf(&tree, "h23  = SHA-256(01 || h2 || h3)  = %s\n", hex.EncodeToString(h23[:]))
+	fmt.Fprintf(&tree, "root = SHA-256(01 || h01 || h23) = %s\n", hex.EncodeToString(root[:]))
+	fmt.Fprintf(&tree, "root, base64 (checkpoint line 3)   = %s\n", base64.StdEncoding.EncodeToString(root[:]))
+	if r, _ := a.tree.Root(4); r != root {
 		t.Fatal("worked example disagrees with the tree")
 	}
 	files["tree.txt"] = tree.String()
@@ -121,7 +125,7 @@ func TestDocExamples(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docs/ledger.md: %v", err)
 	}
-	for _, name := range []string{"entry-pretty.json", "checkpoint.txt", "receipt.json", "tree.txt", "opening.txt", "vkey.txt"} {
+	for _, name := range []string{"entry-pretty.json", "decided-pretty.json", "deliverable-pretty.json", "checkpoint.txt", "receipt.json", "tree.txt", "opening.txt", "vkey.txt"} {
 		if !bytes.Contains(doc, []byte(files[name])) {
 			t.Errorf("docs/ledger.md does not contain testdata/examples/%s verbatim", name)
 		}
@@ -144,7 +148,7 @@ func TestVerifyByHand(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	tree, _ := os.ReadFile(filepath.Join(examplesDir, "tree.txt"))
-	want := strings.Fields(strings.Split(string(tree), "\n")[4])
+	want := strings.Fields(strings.Split(string(tree), "\n")[6])
 	if !strings.Contains(string(out), "root "+want[len(want)-1]) || !strings.Contains(string(out), "Signature Verified Successfully") ||
 		!strings.Contains(string(out), "commitment of entry 0 opens") {
 		t.Fatalf("unexpected output:\n%s", out)

@@ -191,11 +191,33 @@ const (
 
 func fields() []FieldVerdict {
 	return []FieldVerdict{
-		{Path: "duration_min", Class: "internal", Verdict: "sent"},
-		{Path: "start", Class: "internal", Verdict: "sent"},
-		{Path: "title", Class: "internal", Verdict: "sent"},
-		{Path: "budget", Class: "confidential", Verdict: "withheld", Layer: "sender_org", Rule: "no-confidential-outside"},
+		{Pointer: "/budget", Class: "confidential", Action: ActionDeny,
+			Reasons: []Reason{{Party: "sender_org", Policy: "no-confidential-outside", Code: "confidential_egress"}}},
+		{Pointer: "/duration", Class: "internal", Action: ActionAllow},
+		{Pointer: "/start", Class: "internal", Action: ActionAllow},
+		{Pointer: "/subject", Class: "internal", Action: ActionAllow},
 	}
+}
+
+// deliverableEntry is policy's recipient-side decision on envelope k for
+// bob, as the ledger writer records it.
+func deliverableEntry(k int, counterparty string) Entry {
+	return Entry{Kind: KindDeliverable, EnvelopeID: envID(k), Counterparty: counterparty, Outcome: OutcomeHold,
+		Fields: []FieldVerdict{
+			{Pointer: "/duration", Class: "internal", Action: ActionHold, Reasons: []Reason{{Party: "broker", Code: "commitment_held"}}},
+			{Pointer: "/start", Class: "internal", Action: ActionHold, Reasons: []Reason{{Party: "broker", Code: "commitment_held"}}},
+			{Pointer: "/subject", Class: "internal", Action: ActionAllow},
+		},
+		Held:         []HeldItem{{ID: "held-" + envID(k) + "-commitment", Kind: HeldCommitment, Pointers: []string{"/duration", "/start"}, Commits: "meeting"}},
+		Views:        []View{{TrustClass: "company", Pointers: []string{"/subject"}}, {TrustClass: "consumer", Pointers: []string{"/subject"}}},
+		RuleVersions: []string{"recipient_org:b.example:1", "recipient:bob:4"}}
+}
+
+// decidedEntry is policy's sender-side decision on envelope k, as the
+// ledger writer records it.
+func decidedEntry(k int, counterparty string) Entry {
+	return Entry{Kind: KindDecided, EnvelopeID: envID(k), Counterparty: counterparty, Outcome: OutcomeDeliverPartial,
+		Fields: fields(), RuleVersions: []string{"sender_org:a.example:3", "sender:alice:1"}}
 }
 
 // pairHooks alter how buildPair builds a pair, to make broken pairs.
@@ -207,6 +229,10 @@ type pairHooks struct {
 	// bReceipt changes the receipt B issues for envelope k before A
 	// records it.
 	bReceipt func(p *pair, k int, r *Receipt) *Receipt
+	// decisions: each envelope entry is followed by policy's decision on
+	// it (A's policy.decided, B's policy.deliverable), as the ledger
+	// service records them.
+	decisions bool
 }
 
 // buildPair makes n exchanges between alice@a.example and bob@b.example.
@@ -219,8 +245,11 @@ func buildPair(t testing.TB, n int, hooks *pairHooks) *pair {
 	p := &pair{a: newTestLog(t, ksA, "a.example", "alice"), b: newTestLog(t, ksB, "b.example", "bob")}
 	for k := range n {
 		d := testDigest(t, k, addrA, addrB)
-		ia := p.a.add(Entry{Kind: KindSendRequested, EnvelopeID: envID(k), Counterparty: p.b.origin, Fields: fields()}, &d)
+		ia := p.a.add(Entry{Kind: KindSendRequested, EnvelopeID: envID(k), Counterparty: p.b.origin}, &d)
 		p.aSent = append(p.aSent, ia)
+		if hooks.decisions {
+			p.a.add(decidedEntry(k, "b.example"), nil)
+		}
 		if hooks.skipB != nil && hooks.skipB(k) {
 			p.bRecv = append(p.bRecv, 0)
 			continue
@@ -229,8 +258,11 @@ func buildPair(t testing.TB, n int, hooks *pairHooks) *pair {
 		if hooks.bDigest != nil {
 			db = hooks.bDigest(k, d)
 		}
-		ib := p.b.add(Entry{Kind: KindReceived, EnvelopeID: envID(k), Counterparty: p.a.origin, Fields: fields()[:3]}, &db)
+		ib := p.b.add(Entry{Kind: KindReceived, EnvelopeID: envID(k), Counterparty: p.a.origin}, &db)
 		p.bRecv = append(p.bRecv, ib)
+		if hooks.decisions {
+			p.b.add(deliverableEntry(k, "a.example"), nil)
+		}
 
 		ra := p.a.receipt(ia, p.b.origin)
 		p.a.add(Entry{Kind: KindReceiptIssued, EnvelopeID: envID(k), Counterparty: p.b.origin, Receipt: ra}, nil)

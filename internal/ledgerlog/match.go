@@ -162,7 +162,7 @@ func collect(v *verified, other string) map[string]*side {
 			s.refs = true
 		}
 		switch {
-		case !IsReceiptKind(e.kind):
+		case IsEnvelopeKind(e.kind):
 			if s.index < 0 {
 				s.index = int64(i)
 				if xe := v.x.Entries[i]; e.opened {

@@ -150,7 +150,7 @@ func IssueReceipt(signer crypto.Signer, tenant string, leaf []byte, index uint64
 	if e.Index != index {
 		return nil, fmt.Errorf("ledgerlog: receipt: leaf says index %d, not %d", e.Index, index)
 	}
-	if IsReceiptKind(e.Kind) {
+	if !IsEnvelopeKind(e.Kind) {
 		return nil, fmt.Errorf("ledgerlog: receipt: entry %d is a %s, not an envelope entry", index, e.Kind)
 	}
 	if e.Commitment == "" {
@@ -259,7 +259,7 @@ func CheckReceiptLeaf(r *Receipt, leaf []byte) error {
 	switch {
 	case e.Log != r.Log || e.Index != r.Index:
 		return fmt.Errorf("the leaf is %s #%d, the receipt names %s #%d", e.Log, e.Index, r.Log, r.Index)
-	case IsReceiptKind(e.Kind):
+	case !IsEnvelopeKind(e.Kind):
 		return fmt.Errorf("leaf %d is a %s entry, not the envelope's", e.Index, e.Kind)
 	case e.EnvelopeID != r.EnvelopeID:
 		return fmt.Errorf("leaf %d is envelope %s, the receipt names %s", e.Index, quote(e.EnvelopeID), quote(r.EnvelopeID))

@@ -34,7 +34,7 @@ func rewrite(t *testing.T, x *Export, i int, fn func(*Entry)) {
 
 func TestTamperChangedLeaf(t *testing.T) {
 	_, x := fresh(t)
-	rewrite(t, x, 3, func(e *Entry) { e.Fields[3].Verdict = "sent" }) // "the budget was withheld" becomes "sent"
+	rewrite(t, x, 3, func(e *Entry) { e.Counterparty = "c.example" }) // the envelope "went" elsewhere
 	r, err := Verify(roundTrip(t, x), nil)
 	wantProblem(t, r, err, 3, "entry 3 (envelope "+envID(1)+")", "leaf hash does not match the checkpoint's tree")
 	// The receipt A issued for that entry (entry 4) no longer matches it
@@ -48,7 +48,7 @@ func TestTamperChangedLeaf(t *testing.T) {
 
 func TestTamperChangedLeafAndItsRecordedHash(t *testing.T) {
 	_, x := fresh(t)
-	rewrite(t, x, 3, func(e *Entry) { e.Fields[3].Verdict = "sent" })
+	rewrite(t, x, 3, func(e *Entry) { e.Counterparty = "c.example" })
 	x.Entries[3].LeafHash = LeafHash(x.Entries[3].Leaf)
 	r, err := Verify(roundTrip(t, x), nil)
 	// Detected; which entry cannot be told from the export alone.
@@ -101,7 +101,7 @@ func TestTamperRewrittenAndResigned(t *testing.T) {
 	// signs a new checkpoint with the real key: alone, it verifies.
 	forged := p.a.rewritten(func(i int, e *Entry) {
 		if i == 3 {
-			e.Fields[3].Verdict = "sent"
+			e.Counterparty = "c.example"
 		}
 	})
 	d := testDigest(t, 9, addrA, addrB)
@@ -212,4 +212,18 @@ func TestTamperKeys(t *testing.T) {
 	r, err = Verify(x, nil)
 	wantProblem(t, r, err, -1, "disagree")
 	_ = note.VerifierList
+}
+
+// TestTamperChangedDecision: turning a withheld field into an allowed one
+// in a policy.decided entry is caught like any other change of a leaf.
+func TestTamperChangedDecision(t *testing.T) {
+	p := buildPair(t, 2, &pairHooks{decisions: true})
+	x := roundTrip(t, p.a.export())
+	e, err := ParseEntry(x.Entries[5].Leaf)
+	if err != nil || e.Kind != KindDecided || e.Fields[0].Action != ActionDeny {
+		t.Fatalf("entry 5 is not the decision withholding /budget: %+v, %v", e, err)
+	}
+	rewrite(t, x, 5, func(e *Entry) { e.Fields[0].Action, e.Fields[0].Reasons = ActionAllow, nil }) // "/budget was withheld" becomes "allowed"
+	r, err := Verify(roundTrip(t, x), nil)
+	wantProblem(t, r, err, 5, "entry 5 (envelope "+envID(1)+")", "leaf hash does not match the checkpoint's tree")
 }

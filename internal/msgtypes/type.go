@@ -133,11 +133,20 @@ func (t *Type) Fields(body []byte) ([]Field, error) {
 
 // Check validates body and returns its fields, decoding it once.
 func (t *Type) Check(body []byte) ([]Field, error) {
+	_, fs, err := t.CheckValue(body)
+	return fs, err
+}
+
+// CheckValue is Check that also returns the decoded body (objects as
+// map[string]any, numbers as json.Number), for a caller that builds other
+// bodies from it without decoding again.
+func (t *Type) CheckValue(body []byte) (any, []Field, error) {
 	v, err := t.decodeValid(body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return t.fields(v)
+	fs, err := t.fields(v)
+	return v, fs, err
 }
 
 func (t *Type) decodeValid(body []byte) (any, error) {

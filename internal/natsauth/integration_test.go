@@ -269,10 +269,10 @@ func waitDecided(t *testing.T, policy *conn, tenant, person, envelopeID string) 
 		ev.GetHeader().GetProducerRole() != alpv1.Role_ROLE_POLICY {
 		t.Fatalf("decided = %v", ev)
 	}
-	// The work item was acked once, without redelivery: the seen-set write
-	// and the ack were allowed.
+	// The work item was acked once, without redelivery: the ack was
+	// allowed.
 	testkit.Eventually(t, 10*time.Second, func() error {
-		cons, err := js.Consumer(ctx, bus.StreamName(ns, streams.PolicyWork), bus.StreamName(ns, "policy"))
+		cons, err := js.Consumer(ctx, bus.StreamName(ns, streams.Send), bus.StreamName(ns, "policy"))
 		if err != nil {
 			return err
 		}
@@ -290,13 +290,15 @@ func waitDecided(t *testing.T, policy *conn, tenant, person, envelopeID string) 
 	}
 }
 
-// startOrder starts identity first: it provisions the tenant keys.
-var startOrder = []string{"identity", "ingress", "policy", "federation", "ledger", "approvals"}
+// startOrder starts identity first: it provisions the tenant keys; then
+// policy, whose stream holds the message types ingress is not ready
+// without.
+var startOrder = []string{"identity", "policy", "ingress", "federation", "ledger", "approvals"}
 
 // TestEachRoleWithItsOwnPermissions runs every service as its own broker
 // on a connection authenticated as that role's user only: each must create
 // its streams, consumers and buckets, and a submission must flow from
-// ingress through the sourced policy queue to a decision. Then every role
+// ingress through policy's consumer on the send log to a decision. Then every role
 // tries what it must not do.
 func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	c := launch(t, natsauth.ServerOptions{Isolation: natsauth.Shared, BrokerName: "perm",
@@ -383,11 +385,11 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	led.deniedPub(t, "$JS.API.STREAM.CREATE.PERM_SEND")
 	led.deniedPub(t, "$JS.API.STREAM.INFO.PERM_DECIDED")
 	pol.deniedPub(t, "$JS.API.STREAM.DELETE.PERM_DECIDED")
-	pol.deniedPub(t, "$JS.API.STREAM.PURGE.PERM_POLICY_WORK")
-	ing.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_POLICY_WORK.PERM_EVIL")
-	ing.deniedPub(t, "$JS.API.CONSUMER.MSG.NEXT.PERM_POLICY_WORK.PERM_POLICY")
+	pol.deniedPub(t, "$JS.API.STREAM.PURGE.PERM_SEND")
+	pol.deniedPub(t, "$JS.API.STREAM.UPDATE.PERM_SEND") // it reads the send log, ingress owns it
+	ing.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_SEND.PERM_EVIL")
+	ing.deniedPub(t, "$JS.API.CONSUMER.MSG.NEXT.PERM_SEND.PERM_POLICY")
 	ing.deniedPub(t, "$JS.API.STREAM.INFO.PERM_DEADLETTER")
-	ing.deniedPub(t, "$KV.PERM_SEEN.PERM_POLICY.abc")
 	fed.deniedPub(t, "$JS.API.DIRECT.GET.KV_PERM_DATAKEYS.$KV.PERM_DATAKEYS.example.org.p1")
 	fed.deniedPub(t, "$JS.API.STREAM.CREATE.KV_PERM_DATAKEYS")
 	led.deniedPub(t, "$KV.PERM_DATAKEYS.example.org.p1") // the ledger only reads data keys
@@ -502,12 +504,13 @@ func TestHardIsolation(t *testing.T) {
 	ksA, ksB := keystore.NewMemory(), keystore.NewMemory()
 	a := map[string]*conn{}
 	brokers := map[string]*broker.Broker{}
-	for _, role := range []string{"identity", "ingress", "policy"} {
+	for _, role := range []string{"identity", "policy", "ingress"} {
 		a[role] = c.connect(t, "a.example/"+role)
 		brokers[role] = runRole(t, a[role], ksA)
 	}
 	bIng := c.connect(t, "b.example/ingress")
 	runRole(t, c.connect(t, "b.example/identity"), ksB)
+	runRole(t, c.connect(t, "b.example/policy"), ksB)
 	runRole(t, bIng, ksB)
 
 	ctx := context.Background()

@@ -8,7 +8,7 @@
 // from internal/streams (a stream's owner publishes its subjects and
 // creates, updates and reads its stream; its consumers table names each
 // role's durable consumers) plus the pieces every consumer
-// shares (the dead-letter stream, the seen-set bucket) and the data-key
+// shares (the dead-letter stream) and the data-key
 // bucket of the roles that seal, open or erase bodies. [PermissionsFor]
 // renders one role's allow-lists for a broker namespace and its tenants,
 // naming exactly the JetStream API subjects the nats.go jetstream code
@@ -40,8 +40,6 @@ import (
 
 // Names of the KV buckets (without the broker namespace prefix).
 const (
-	// SeenBucket is the consumers' seen-set (bus.SeenBucket).
-	SeenBucket = bus.SeenBucket
 	// DataKeysBucket holds the wrapped per-person data keys (internal/seal);
 	// the broker creates it as <NS>_DATAKEYS.
 	DataKeysBucket = "datakeys"
@@ -107,12 +105,9 @@ func (a Access) String() string {
 type KeyScope uint8
 
 const (
-	// OwnConsumers: keys prefixed by the role's own durable consumers'
-	// names (the seen-set is keyed "<NS>_<DURABLE>.<hash>").
-	OwnConsumers KeyScope = iota + 1
 	// Tenants: keys of the broker's tenants (data keys are keyed
 	// "<tenant domain>.<person id>").
-	Tenants
+	Tenants KeyScope = iota + 1
 	// AllKeys: every key (a bucket only its owner role uses).
 	AllKeys
 )
@@ -180,13 +175,17 @@ var batchReaders = map[alpv1.Role][]string{
 // Policy follows its own state (services/policy/relationships: every
 // replica keeps the relationships fresh, and is not ready while stale; and
 // internal/msgtypes/typestore, the organizations' message types on the
-// same stream's type subjects). Ingress will follow those type subjects
-// too, which needs a read grant narrower than the whole stream: the
-// relationships on it are none of ingress's business.
+// same stream's type subjects). Ingress follows those type subjects too
+// (typestore, to validate bodies at the door). Its reader filters on them
+// alone (streams.PolicyTypeFilter), but the grant cannot say so: a
+// projection's reader is created through the ephemeral form of the
+// consumer API, whose filter is in the request, not the subject NATS
+// checks — so ingress may read the whole policy stream (relationships and
+// rule sets included), as policy may.
 var readers = map[alpv1.Role][]string{
 	alpv1.Role_ROLE_POLICY:    {streams.Policy, streams.Identity},
 	alpv1.Role_ROLE_IDENTITY:  {streams.Identity},
-	alpv1.Role_ROLE_INGRESS:   {streams.Identity},
+	alpv1.Role_ROLE_INGRESS:   {streams.Identity, streams.Policy},
 	alpv1.Role_ROLE_APPROVALS: {streams.Identity},
 	alpv1.Role_ROLE_LEDGER:    {streams.Identity},
 }
@@ -275,8 +274,6 @@ func useOf(role alpv1.Role) Use {
 	}
 	if len(u.Consumers) > 0 {
 		u.Shared = []string{bus.DeadLetterStream}
-		u.Buckets = append(u.Buckets, Bucket{Name: SeenBucket, Access: Manage | Read | Write, Keys: OwnConsumers,
-			Why: "seen-set: event ids its consumers handled"})
 	}
 	if a, ok := dataKeyAccess[role]; ok {
 		why := map[alpv1.Role]string{

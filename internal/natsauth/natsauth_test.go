@@ -51,9 +51,8 @@ func TestTableFollowsStreams(t *testing.T) {
 				t.Errorf("%s keeps a projection of %s, which is not an event log of the table", u.Role, r)
 			}
 		}
-		hasSeen := slices.ContainsFunc(u.Buckets, func(b Bucket) bool { return b.Name == SeenBucket })
-		if (len(u.Consumers) > 0) != hasSeen || (len(u.Consumers) > 0) != slices.Contains(u.Shared, bus.DeadLetterStream) {
-			t.Errorf("%s: consumers %v, but seen-set %v and dead letters %v", u.Role, u.Consumers, hasSeen, u.Shared)
+		if (len(u.Consumers) > 0) != slices.Contains(u.Shared, bus.DeadLetterStream) {
+			t.Errorf("%s: consumers %v, but dead letters %v", u.Role, u.Consumers, u.Shared)
 		}
 		hasKeys := slices.ContainsFunc(u.Buckets, func(b Bucket) bool { return b.Name == DataKeysBucket })
 		if hasKeys != UsesDataKeys(u.Role) {
@@ -61,8 +60,8 @@ func TestTableFollowsStreams(t *testing.T) {
 		}
 	}
 	pol, _ := UseOf(alpv1.Role_ROLE_POLICY)
-	if !slices.Equal(pol.Consumes, []string{"inbound", "send", "policy", "identity"}) {
-		t.Errorf("policy consumes %v, want inbound and send (the sources of its queue), then its own state and identity's (its projections)", pol.Consumes)
+	if !slices.Equal(pol.Consumes, []string{"send", "policy", "identity"}) {
+		t.Errorf("policy consumes %v, want send (its consumer), then its own state and identity's (its projections)", pol.Consumes)
 	}
 	if _, ok := UseOf(alpv1.Role_ROLE_OPERATOR); ok {
 		t.Error("the operator is not a service role")
@@ -148,11 +147,10 @@ func TestPermissionsStayInTheirLane(t *testing.T) {
 	p, _ := PermissionsFor("acme", tenants, alpv1.Role_ROLE_POLICY)
 	for _, want := range []string{
 		"alp.decided.a_org.>", "alp.decided.b_example.>",
-		"$JS.API.CONSUMER.CREATE.ACME_POLICY_WORK.ACME_POLICY",
-		"$JS.API.CONSUMER.MSG.NEXT.ACME_POLICY_WORK.ACME_POLICY",
-		"$JS.API.CONSUMER.INFO.ACME_POLICY_WORK.ACME_POLICY",
-		"$JS.ACK.ACME_POLICY_WORK.ACME_POLICY.>",
-		"$KV.ACME_SEEN.ACME_POLICY.*",
+		"$JS.API.CONSUMER.CREATE.ACME_SEND.ACME_POLICY",
+		"$JS.API.CONSUMER.MSG.NEXT.ACME_SEND.ACME_POLICY",
+		"$JS.API.CONSUMER.INFO.ACME_SEND.ACME_POLICY",
+		"$JS.ACK.ACME_SEND.ACME_POLICY.>",
 		"$JS.API.DIRECT.GET.KV_ACME_DATAKEYS.$KV.ACME_DATAKEYS.a.org.*",
 		"$JS.API.STREAM.CREATE.ACME_DEADLETTER",
 	} {

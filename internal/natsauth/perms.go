@@ -188,10 +188,6 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 		stream := "KV_" + bn
 		var keys []string
 		switch b.Keys {
-		case OwnConsumers:
-			for _, c := range u.Consumers {
-				keys = append(keys, NS(c.Durable)+".*")
-			}
 		case Tenants:
 			for _, t := range tenants {
 				keys = append(keys, t+".*")

@@ -86,8 +86,8 @@ func (b *Base) Role() alpv1.Role { return b.role }
 func (b *Base) Name() string { return envelope.ServiceName(b.role) }
 
 // EnsureOwnedStreams creates or updates every stream the role owns. (The
-// shared dead-letter stream and seen-set are made by Consume: a role
-// without consumers needs neither, and its NATS user may not touch them.)
+// shared dead-letter stream is made by Consume: a role without consumers
+// does not need it, and its NATS user may not touch it.)
 func (b *Base) EnsureOwnedStreams(ctx context.Context) error {
 	for _, spec := range streams.Owned(b.role, b.Tenants, b.Limits) {
 		if _, err := b.Bus.EnsureStream(ctx, spec); err != nil {
@@ -97,8 +97,14 @@ func (b *Base) EnsureOwnedStreams(ctx context.Context) error {
 	return nil
 }
 
-// EnsureStream brings back one owned stream (for a consumer's supervisor).
+// EnsureStream brings back one owned stream (for a consumer's
+// supervisor). It is nil for a stream another role owns (policy reads
+// ingress's send log): only the owner creates it, and the consumer waits
+// until it is there.
 func (b *Base) EnsureStream(name string) func(context.Context) error {
+	if s, ok := streams.ByName(name); ok && s.Owner != b.role {
+		return nil
+	}
 	return func(ctx context.Context) error {
 		s, ok := streams.ByName(name)
 		if !ok {
@@ -110,7 +116,7 @@ func (b *Base) EnsureStream(name string) func(context.Context) error {
 }
 
 // Consume starts a supervised consumer that counts towards readiness.
-// It first creates the shared dead-letter stream and seen-set bucket.
+// It first creates the shared dead-letter stream.
 func (b *Base) Consume(ctx context.Context, spec bus.ConsumerSpec, h bus.Handler) error {
 	if err := b.Bus.EnsureShared(ctx); err != nil {
 		return fmt.Errorf("%s: %w", b.Name(), err)

@@ -12,8 +12,10 @@ import (
 type ConsumerKind int
 
 const (
-	// WorkConsumer is the one durable of a work queue: every replica of
-	// its owner pulls from it, each message goes to one of them.
+	// WorkConsumer is one durable on a stream that every replica of its
+	// owner pulls from; each message goes to one of them. On an event log
+	// (policy on send) the log keeps the message for its other readers and
+	// the consumer remembers what was acknowledged.
 	WorkConsumer ConsumerKind = iota + 1
 	// PartitionConsumer is one partition's durable of a partitioned queue:
 	// it filters on that partition's subjects, so the events of one
@@ -54,8 +56,11 @@ func OwnedConsumers(role alpv1.Role, partitions int) []Consumer {
 }
 
 func consumers(partitions int) []Consumer {
+	// Policy reads the send log directly, not a queue sourced from it: one
+	// hop and one stored copy fewer on the way to a decision
+	// (docs/operations.md, "Durability of each step").
 	out := []Consumer{
-		{Durable: "policy", Stream: PolicyWork, Owner: alpv1.Role_ROLE_POLICY, Kind: WorkConsumer},
+		{Durable: "policy", Stream: Send, Owner: alpv1.Role_ROLE_POLICY, Kind: WorkConsumer},
 	}
 	work, _ := ByName(LedgerWork)
 	work = work.WithPartitions(partitions)

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
@@ -18,12 +16,14 @@ import (
 func TestLedgerWorkPartitions(t *testing.T) {
 	work, _ := ByName(LedgerWork)
 	spec := work.Spec([]string{"example.org"}, Limits{})
-	wantSources := map[string]string{Send: "alp.send.*.*.*", Identity: "alp.identity.*.erasure.*"}
+	wantSources := map[string]string{Send: "alp.send.*.*.*", Decided: "alp.decided.*.*.*", Deliver: "alp.deliver.*.*.*", Identity: "alp.identity.*.erasure.*"}
 	if !maps.Equal(spec.Sources, wantSources) {
 		t.Errorf("sources %v, want %v", spec.Sources, wantSources)
 	}
 	wantTransforms := map[string]string{
 		Send:     "alp.send.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
+		Decided:  "alp.decided.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
+		Deliver:  "alp.deliver.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
 		Identity: "alp.identity.{{wildcard(1)}}.erasure.{{wildcard(2)}}.{{partition(8,1,2)}}",
 	}
 	if !maps.Equal(spec.Transforms, wantTransforms) {
@@ -32,8 +32,8 @@ func TestLedgerWorkPartitions(t *testing.T) {
 	if got := work.WithPartitions(3).Spec(nil, Limits{}).Transforms[Send]; got != "alp.send.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(3,1,2)}}" {
 		t.Errorf("3 partitions: %s", got)
 	}
-	if policy, _ := ByName(PolicyWork); policy.Spec(nil, Limits{}).Transforms != nil || policy.WithPartitions(3).Partitions != 0 {
-		t.Error("the policy queue is not partitioned")
+	if send, _ := ByName(Send); send.Spec(nil, Limits{}).Transforms != nil || send.WithPartitions(3).Partitions != 0 {
+		t.Error("the send log, which policy reads, is not partitioned")
 	}
 
 	ledger := OwnedConsumers(alpv1.Role_ROLE_LEDGER, 0)
@@ -43,7 +43,7 @@ func TestLedgerWorkPartitions(t *testing.T) {
 	for p, c := range ledger {
 		n := strconv.Itoa(p)
 		want := Consumer{Durable: "ledger_p" + n, Stream: LedgerWork,
-			FilterSubjects: []string{"alp.send.*.*.*." + n, "alp.identity.*.erasure.*." + n},
+			FilterSubjects: []string{"alp.send.*.*.*." + n, "alp.decided.*.*.*." + n, "alp.deliver.*.*.*." + n, "alp.identity.*.erasure.*." + n},
 			Owner:          alpv1.Role_ROLE_LEDGER, Kind: PartitionConsumer}
 		if c.Durable != want.Durable || c.Stream != want.Stream || !slices.Equal(c.FilterSubjects, want.FilterSubjects) ||
 			c.Owner != want.Owner || c.Kind != want.Kind {
@@ -54,8 +54,8 @@ func TestLedgerWorkPartitions(t *testing.T) {
 		t.Errorf("a ledger with 2 partitions runs %d consumers", n)
 	}
 	policy := OwnedConsumers(alpv1.Role_ROLE_POLICY, 2)
-	if len(policy) != 1 || policy[0].Durable != "policy" || policy[0].Stream != PolicyWork || policy[0].FilterSubjects != nil {
-		t.Errorf("policy consumers %+v", policy)
+	if len(policy) != 1 || policy[0].Durable != "policy" || policy[0].Stream != Send || policy[0].FilterSubjects != nil {
+		t.Errorf("policy consumers %+v, want one on the send log", policy)
 	}
 }
 
@@ -80,8 +80,8 @@ func TestConsumersAreConsistent(t *testing.T) {
 		}
 		switch c.Kind {
 		case WorkConsumer:
-			if s.Retention != jetstream.WorkQueuePolicy || s.Partitions != 0 {
-				t.Errorf("%s: work consumer on %s", c.Durable, s.Name)
+			if s.Partitions != 0 {
+				t.Errorf("%s: work consumer on the partitioned %s", c.Durable, s.Name)
 			}
 		case PartitionConsumer:
 			p := partition[c.Stream]

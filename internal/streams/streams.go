@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,10 +48,9 @@ const (
 	// Policy is policy's own state: relationships
 	// (services/policy/relationships).
 	Policy = "policy"
-	// PolicyWork is the policy workers' queue, fed from send and inbound.
-	PolicyWork = "policy_work"
-	// LedgerWork is the ledger writers' queue, fed from send and from
-	// identity's erasures, partitioned by person (see LedgerPartitions).
+	// LedgerWork is the ledger writers' queue, fed from send, decided,
+	// deliver and identity's erasures, partitioned by person (see
+	// LedgerPartitions).
 	LedgerWork = "ledger_work"
 )
 
@@ -158,22 +158,22 @@ func Table() []Stream {
 		{Name: Approvals, Owner: alpv1.Role_ROLE_APPROVALS, Kind: "approvals",
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
 			Description: "Approvals: pending items, decisions, standing approvals."},
-		{Name: PolicyWork, Owner: alpv1.Role_ROLE_POLICY, EventKinds: []string{"send_requested"},
-			Retention: jetstream.WorkQueuePolicy, MaxAge: work,
-			Sources:     []Source{{Stream: Send, Filter: pattern(Send, ">")}, {Stream: Inbound, Filter: pattern(Inbound, ">")}},
-			Description: "Policy workers' queue, sourced from send and inbound (work queue shared by all policy replicas)."},
-		// Send subjects are alp.send.<tenant>.<person>.<envelope>, erasures
+		// Send subjects are alp.send.<tenant>.<person>.<envelope>, decisions
+		// alp.decided.<tenant>.<sender>.<envelope>, deliverables
+		// alp.deliver.<tenant>.<recipient>.<envelope>, erasures
 		// alp.identity.<tenant>.erasure.<person>: wildcards 1 and 2 are
-		// tenant and person in both, so all of a person's events meet in one
+		// tenant and person in all, so all of a person's events meet in one
 		// partition (queued as alp.send.<tenant>.<person>.<envelope>.<p>).
-		{Name: LedgerWork, Owner: alpv1.Role_ROLE_LEDGER, EventKinds: []string{"send_requested", "data_key_destroyed"},
+		{Name: LedgerWork, Owner: alpv1.Role_ROLE_LEDGER, EventKinds: []string{"send_requested", "decided", "deliverable", "data_key_destroyed"},
 			Retention: jetstream.WorkQueuePolicy, MaxAge: events,
 			Sources: []Source{
 				{Stream: Send, Filter: pattern(Send, "*", "*", "*")},
+				{Stream: Decided, Filter: pattern(Decided, "*", "*", "*")},
+				{Stream: Deliver, Filter: pattern(Deliver, "*", "*", "*")},
 				{Stream: Identity, Filter: pattern(Identity, "*", IdentityErasure, "*")},
 			},
 			Partitions: LedgerPartitions, PartitionBy: []int{1, 2},
-			Description: "Ledger writers' queue, sourced from send and identity's erasures, partitioned by person (one consumer per partition, shared by ledger replicas)."},
+			Description: "Ledger writers' queue, sourced from send, decided, deliver and identity's erasures, partitioned by person (one consumer per partition, shared by ledger replicas)."},
 	}
 }
 
@@ -277,17 +277,28 @@ func CheckProducer(subject string, ev *alpv1.Event) error {
 	}
 	kind := bus.Kind(ev)
 	role := ev.GetHeader().GetProducerRole()
-	for _, s := range Table() {
-		if s.Kind != parts[1] {
-			continue
-		}
-		if s.Owner != role {
-			return fmt.Errorf("%s on %s claims producer %s, but only %s publishes there", kind, subject, role, s.Owner)
-		}
-		if !slices.Contains(s.EventKinds, kind) {
-			return fmt.Errorf("%s may not publish %s events on %s", role, kind, subject)
-		}
-		return nil
+	s, ok := bySubjectKind()[parts[1]]
+	if !ok {
+		return fmt.Errorf("subject %q belongs to no stream", subject)
 	}
-	return fmt.Errorf("subject %q belongs to no stream", subject)
+	if s.Owner != role {
+		return fmt.Errorf("%s on %s claims producer %s, but only %s publishes there", kind, subject, role, s.Owner)
+	}
+	if !slices.Contains(s.EventKinds, kind) {
+		return fmt.Errorf("%s may not publish %s events on %s", role, kind, subject)
+	}
+	return nil
 }
+
+// bySubjectKind is the table's streams that have subjects of their own,
+// by the subject token after "alp.", built once: CheckProducer runs on
+// every event every consumer and waiter reads.
+var bySubjectKind = sync.OnceValue(func() map[string]Stream {
+	m := map[string]Stream{}
+	for _, s := range Table() {
+		if _, dup := m[s.Kind]; s.Kind != "" && !dup {
+			m[s.Kind] = s
+		}
+	}
+	return m
+})

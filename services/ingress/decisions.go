@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,7 +24,20 @@ type Waiter struct {
 	s                          *Service
 	tenant, person, envelopeID string
 	sub                        *nats.Subscription
+	msgs                       chan *nats.Msg
 }
+
+// waiterSlots is how many messages a waiter holds: its subscription takes
+// one. (A synchronous subscription would allocate the client's default of
+// 64 Ki slots, half a megabyte, for every send.)
+const waiterSlots = 1
+
+// Retried submissions look for their decision in the stream at these
+// intervals, doubling, while they also listen.
+const (
+	retryPollFirst = 5 * time.Millisecond
+	retryPollMax   = 250 * time.Millisecond
+)
 
 // Await starts listening for the decision on an envelope: policy publishes
 // it on the envelope's own decided subject, which doubles as the reply
@@ -34,37 +48,62 @@ func (s *Service) Await(tenant, personID, envelopeID string) (*Waiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	sub, err := s.Bus.Conn().SubscribeSync(subject)
+	msgs := make(chan *nats.Msg, waiterSlots)
+	sub, err := s.Bus.Conn().ChanSubscribe(subject, msgs)
 	if err != nil {
 		return nil, fmt.Errorf("ingress: await decision on %s: %w", envelopeID, err)
 	}
-	return &Waiter{s: s, tenant: tenant, person: personID, envelopeID: envelopeID, sub: sub}, nil
+	// Only policy publishes there, once per envelope: the subscription
+	// ends with its first message, on the client and the server, so
+	// nothing more is sent to NATS when the send is answered (Close).
+	if err := sub.AutoUnsubscribe(1); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("ingress: await decision on %s: %w", envelopeID, err)
+	}
+	return &Waiter{s: s, tenant: tenant, person: personID, envelopeID: envelopeID, sub: sub, msgs: msgs}, nil
 }
 
 // Wait returns the decision, or nil when ctx ends first (the caller answers
 // "pending"). A retried submission (retry) may have been decided long
-// ago, so for it the stream is read first.
+// ago, so for it the stream is read first; and since the first request
+// may have been answered from policy's publish a moment before the stream
+// stored it, which this subscription came too late to see, it keeps
+// reading the stream while it listens.
 func (w *Waiter) Wait(ctx context.Context, retry bool) (*alpv1.Decided, error) {
+	var poll <-chan time.Time
+	var timer *time.Timer
+	delay := retryPollFirst
 	if retry {
 		if d, err := w.s.Decision(ctx, w.tenant, w.person, w.envelopeID); d != nil || err != nil {
 			return d, err
 		}
+		timer = time.NewTimer(delay)
+		defer timer.Stop()
+		poll = timer.C
 	}
 	for {
-		msg, err := w.sub.NextMsgWithContext(ctx)
-		if err != nil {
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case msg := <-w.msgs:
+			if d := decided(msg.Subject, msg.Data, w.envelopeID); d != nil {
+				return d, nil
+			}
+		case <-poll:
+			d, err := w.s.Decision(ctx, w.tenant, w.person, w.envelopeID)
 			if ctx.Err() != nil {
 				return nil, nil
 			}
-			return nil, fmt.Errorf("ingress: await decision on %s: %w", w.envelopeID, err)
-		}
-		if d := decided(msg.Subject, msg.Data, w.envelopeID); d != nil {
-			return d, nil
+			if d != nil || err != nil {
+				return d, err
+			}
+			delay = min(2*delay, retryPollMax)
+			timer.Reset(delay)
 		}
 	}
 }
 
-// Close stops listening.
+// Close stops listening (a no-op once the decision has arrived).
 func (w *Waiter) Close() { _ = w.sub.Unsubscribe() }
 
 // Decision is policy's decision on one of personID's envelopes, nil while

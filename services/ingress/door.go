@@ -2,10 +2,12 @@ package ingress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
@@ -13,6 +15,7 @@ import (
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/alp"
+	"github.com/alpd-project/alpd/internal/msgtypes"
 	"github.com/alpd-project/alpd/internal/nmp"
 )
 
@@ -204,15 +207,42 @@ type Outcome struct {
 	// Outcome is one of the Outcome names; OutcomePending while undecided
 	// (and for a decision of a kind this broker does not know).
 	Outcome string
+	// Reasons are about the whole message.
 	Reasons []Reason
+	// Fields are every field's verdict, as the sender may see them.
+	Fields []FieldVerdict
 	// Duplicate: the agent had already submitted this idempotency key; no
 	// new event was written.
 	Duplicate bool
 }
 
-// Reason is one reason of policy's decision.
+// Reason is one reason of policy's decision: the party, its rule (the
+// policy id; empty where another party's ids are withheld from the
+// sender), the field it is about (for a reason about the whole message),
+// the public reason code and a message in words.
 type Reason struct {
-	Party, Rule, Field, Message string
+	Party, Rule, Field, Code, Message string
+}
+
+// Field actions, the same in every binding.
+const (
+	ActionAllow = "allow"
+	ActionDeny  = "deny"
+	ActionHold  = "hold"
+)
+
+var actionNames = map[alpv1.FieldAction]string{
+	alpv1.FieldAction_FIELD_ACTION_ALLOW: ActionAllow,
+	alpv1.FieldAction_FIELD_ACTION_DENY:  ActionDeny,
+	alpv1.FieldAction_FIELD_ACTION_HOLD:  ActionHold,
+}
+
+// FieldVerdict is policy's decision on one field of the body: its RFC 6901
+// pointer and class, the action (ActionAllow, ActionDeny, ActionHold) and
+// every party's reason for a denial or hold. Never the value.
+type FieldVerdict struct {
+	Pointer, Class, Action string
+	Reasons                []Reason
 }
 
 // outcomeOf describes envelope id as sent (env) and decided (d, nil while
@@ -226,14 +256,107 @@ func outcomeOf(id string, env *alpv1.Envelope, d *alpv1.Decided) Outcome {
 	if name, ok := outcomeNames[d.GetOutcome()]; ok {
 		o.Outcome = name
 	}
-	for _, r := range d.GetReasons() {
-		o.Reasons = append(o.Reasons, Reason{Party: r.GetParty(), Rule: r.GetRule(), Field: r.GetField(), Message: r.GetMessage()})
+	o.Reasons = reasonsOf(d.GetReasons())
+	for _, f := range d.GetFields() {
+		action, ok := actionNames[f.GetAction()]
+		if !ok {
+			// An action this broker does not know crosses nothing.
+			action = ActionDeny
+		}
+		o.Fields = append(o.Fields, FieldVerdict{Pointer: f.GetPointer(), Class: f.GetClass(), Action: action, Reasons: reasonsOf(f.GetReasons())})
 	}
 	return o
 }
 
-// Send submits sub (from an admitted sender) and waits up to DecisionWait
-// for policy's decision; past it, the outcome is pending and the agent
+func reasonsOf(rs []*alpv1.Reason) []Reason {
+	var out []Reason
+	for _, r := range rs {
+		out = append(out, Reason{Party: r.GetParty(), Rule: r.GetRule(), Field: r.GetField(), Code: r.GetCode(), Message: r.GetMessage()})
+	}
+	return out
+}
+
+// Codes of a BodyError.
+const (
+	// CodeUnknownMessageType: no built-in or registered type has the name.
+	CodeUnknownMessageType = "unknown_message_type"
+	// CodeInvalidBody: the body fails its type's schema.
+	CodeInvalidBody = "invalid_body"
+)
+
+// BodyError refuses a submission at the door: its type is unknown, or its
+// body fails the type's schema (every failing keyword with its JSON
+// pointer into the body). Nothing is stored; every binding answers 422
+// with the code.
+type BodyError struct {
+	Code string
+	// Type is the message type as the agent named it.
+	Type string
+	// Errors are the schema's failures (CodeInvalidBody).
+	Errors msgtypes.ValidationErrors
+}
+
+func (e *BodyError) Error() string { return "ingress: " + e.Description() }
+
+// Description says what is wrong, for the agent.
+func (e *BodyError) Description() string {
+	if e.Code == CodeUnknownMessageType {
+		return fmt.Sprintf("message type %q is not known here: use a built-in type (such as note/v1 or meeting.request/v1) "+
+			"or one an organization hosted here registered (<domain>/<name>/v<N>)", e.Type)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "the body does not match %s:", e.Type)
+	const shown = 3
+	for i, v := range e.Errors {
+		if i == shown {
+			fmt.Fprintf(&b, " (and %d more)", len(e.Errors)-shown)
+			break
+		}
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s at %q: %s", v.Keyword, v.Pointer, v.Message)
+	}
+	return b.String()
+}
+
+// ErrTypesUnavailable: the message types cannot be consulted yet (the
+// projection is not open, or too stale to call a name unknown); the agent
+// retries.
+var ErrTypesUnavailable = errors.New("ingress: message types unavailable")
+
+// checkBody checks an envelope's body against its type, as the door does
+// before anything is stored: a *BodyError for an unknown type or a body
+// the type's schema refuses, ErrTypesUnavailable while the types are not
+// known well enough to tell. Policy validates again.
+func (d *Door) checkBody(env *alpv1.Envelope) error {
+	st := d.s.types.Load()
+	if st == nil {
+		return fmt.Errorf("%w: policy's message types are not followed yet", ErrTypesUnavailable)
+	}
+	t, ok := st.Registry().Lookup(env.GetType())
+	if !ok {
+		// A type registered a moment ago may not have reached this
+		// replica yet: only a fresh registry may call a name unknown.
+		if err := st.Fresh(d.s.opts.MaxStaleness); err != nil {
+			return fmt.Errorf("%w: %v", ErrTypesUnavailable, err)
+		}
+		return &BodyError{Code: CodeUnknownMessageType, Type: env.GetType()}
+	}
+	err := t.Validate(env.GetBody())
+	var ve msgtypes.ValidationErrors
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ve):
+		return &BodyError{Code: CodeInvalidBody, Type: env.GetType(), Errors: ve}
+	default:
+		return fmt.Errorf("ingress: checking a %s body: %w", env.GetType(), err)
+	}
+}
+
+// Send checks sub's body against its type (checkBody), submits it (from
+// an admitted sender) and waits up to DecisionWait for policy's decision; past it, the outcome is pending and the agent
 // looks it up later (Status). The decision is awaited before the
 // submission is appended, so a fast decision is not missed; a retry of a
 // submission decided long ago finds the decision in the stream. A failure
@@ -241,6 +364,9 @@ func outcomeOf(id string, env *alpv1.Envelope, d *alpv1.Decided) Outcome {
 // and the agent can ask again.
 func (d *Door) Send(ctx context.Context, sub Submission) (Outcome, error) {
 	if err := d.MaySend(sub.Sender); err != nil {
+		return Outcome{}, err
+	}
+	if err := d.checkBody(sub.Envelope); err != nil {
 		return Outcome{}, err
 	}
 	id, err := d.s.EnvelopeID(ctx, sub.Sender, sub.IdempotencyKey)

@@ -6,8 +6,11 @@
 //
 // Every agent binding goes through one send path, the [Door]: it admits an
 // agent by its credential (trust from the credential class, rate limits per
-// agent, person and tenant), sends and awaits policy's decision up to a
-// deadline (or answers pending), and parses recipients ([ParseRecipient]). A
+// agent, person and tenant), checks the body against its message type
+// (the built-in types and those the hosted organizations registered, which
+// it follows on policy's stream: [BodyError] at the door, nothing stored),
+// sends and awaits policy's decision up to a deadline (or answers pending)
+// with every field's verdict, and parses recipients ([ParseRecipient]). A
 // binding (services/ingress/nlipapi) only decodes its wire format into a
 // [Submission] and encodes the [Outcome] or the error. docs/message-path.md
 // follows one message through it, hop by hop.
@@ -36,6 +39,7 @@ import (
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/httproute"
+	"github.com/alpd-project/alpd/internal/msgtypes/typestore"
 	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
@@ -47,7 +51,11 @@ type Service struct {
 	ingressv1.UnimplementedIngressServiceServer
 	opts     Options
 	identity atomic.Pointer[agentauth.Follower]
-	routes   []httproute.Route
+	// types is the projection of the message types (built-in and the
+	// organizations' registrations on policy's stream) the door validates
+	// bodies against; nil until it is open.
+	types  atomic.Pointer[typestore.Store]
+	routes []httproute.Route
 }
 
 // Options are ingress's own settings.
@@ -56,8 +64,8 @@ type Options struct {
 	// agents' tokens must carry.
 	Issuers  map[string]string
 	Resource string
-	// MaxStaleness of the revocation projection before every token is
-	// refused (default 30s).
+	// MaxStaleness of the revocation and message-type projections before
+	// every token is refused and ingress is not ready (default 30s).
 	MaxStaleness time.Duration
 	// ResourceMetadataURL is sent in every authentication challenge (RFC
 	// 9728), so a refused agent can find the authorization server.
@@ -79,14 +87,38 @@ func New(d service.Deps, o Options) *Service {
 }
 
 // Start creates the send stream and starts following identity's
-// revocations, which agents' tokens are checked against.
+// revocations, which agents' tokens are checked against, and the message
+// types, which bodies are checked against.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.EnsureOwnedStreams(ctx); err != nil {
 		return err
 	}
 	s.followIdentity(ctx)
+	go s.followTypes(ctx)
 	s.MarkStarted()
 	return nil
+}
+
+// followTypes opens the message-type projection (typestore) once policy's
+// stream exists — in split mode policy may start later — retrying with
+// backoff up to 5s, and keeps it open until ctx ends. Ingress only reads
+// it: registrations are policy's.
+func (s *Service) followTypes(ctx context.Context) {
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		store, err := typestore.Open(ctx, s.Bus, s.Tenants, s.Logger)
+		if err == nil {
+			s.types.Store(store)
+			<-ctx.Done()
+			store.Close()
+			return
+		}
+		s.Logger.Debug("message types not available yet", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
 }
 
 // followIdentity opens the identity projection once identity's stream
@@ -119,8 +151,10 @@ func (s *Service) Authenticator() *agentauth.Authenticator {
 	return &agentauth.Authenticator{ResourceMetadataURL: s.opts.ResourceMetadataURL}
 }
 
-// Ready adds the token verifier: without a fresh revocation projection
-// ingress would have to refuse every agent, so it is not ready.
+// Ready adds the token verifier and the message types: without a fresh
+// revocation projection ingress would have to refuse every agent, and
+// without fresh message types it could not tell an unknown type from one
+// registered a moment ago, so it is not ready.
 func (s *Service) Ready() error {
 	if err := s.Base.Ready(); err != nil {
 		return err
@@ -129,7 +163,18 @@ func (s *Service) Ready() error {
 	if f == nil || f.Verifier() == nil {
 		return errors.New("ingress: identity's revocations are not followed yet")
 	}
-	return f.Ready()
+	if err := f.Ready(); err != nil {
+		return err
+	}
+	// A stale registry would refuse a type registered meanwhile as unknown.
+	t := s.types.Load()
+	if t == nil {
+		return errors.New("ingress: the message types on policy's stream are not followed yet")
+	}
+	if err := t.Fresh(s.opts.MaxStaleness); err != nil {
+		return fmt.Errorf("ingress: message types: %w", err)
+	}
+	return nil
 }
 
 // RegisterGRPC registers the ingress gRPC API.
@@ -372,7 +417,7 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 	ev := s.NewEvent("send_requested", snd.Tenant, nil, env.Id,
 		&alpv1.Actor{Kind: alpv1.ActorKind_ACTOR_KIND_AGENT, Id: snd.AgentID})
 	// The event id follows the envelope id, so a retried submission has the
-	// same message id and the same seen-set key downstream.
+	// same message id downstream.
 	ev.Header.EventId = uuid.NewSHA1(envelopeNamespace, []byte("send_requested\x00"+env.Id)).String()
 	ev.Body = &alpv1.Event_SendRequested{SendRequested: &alpv1.SendRequested{
 		Envelope: env, SenderPersonId: snd.PersonID,

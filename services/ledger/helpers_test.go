@@ -64,7 +64,7 @@ func newRig(t testing.TB, dup time.Duration) *rig {
 	e.nc = e.connect()
 	e.b = e.newBus(e.nc)
 	// The streams of the other services the ledger sources from.
-	for _, role := range []alpv1.Role{alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_IDENTITY} {
+	for _, role := range []alpv1.Role{alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_IDENTITY, alpv1.Role_ROLE_POLICY} {
 		for _, spec := range streams.Owned(role, []string{tenant}, streams.Limits{}) {
 			if _, err := e.b.EnsureStream(ctx, spec); err != nil {
 				t.Fatal(err)
@@ -193,6 +193,14 @@ func personID(i int) string { return fmt.Sprintf("p%031x", i) }
 // with the person's data key, one subject per envelope.
 func (e *rig) send(person, body string) sent {
 	e.t.Helper()
+	s := e.newSend(person, body)
+	e.publishSend(s)
+	return s
+}
+
+// newSend builds the SendRequested send publishes, without publishing it.
+func (e *rig) newSend(person, body string) sent {
+	e.t.Helper()
 	ctx := context.Background()
 	id := uuid.Must(uuid.NewV7()).String()
 	var sb *alpv1.SealedBody
@@ -208,9 +216,14 @@ func (e *rig) send(person, body string) sent {
 		EventId: uuid.Must(uuid.NewV7()).String(), CorrelationId: id, Tenant: tenant,
 		ProducerRole: alpv1.Role_ROLE_INGRESS, Occurred: timestamppb.Now()},
 		Body: &alpv1.Event_SendRequested{SendRequested: &alpv1.SendRequested{Envelope: env, SenderPersonId: person}}}
-	subject, _ := streams.SendSubject(tenant, person, id)
-	e.publish(subject, ev)
 	return sent{ev: ev, body: []byte(body), person: person}
+}
+
+// publishSend publishes s on its envelope's send subject.
+func (e *rig) publishSend(s sent) {
+	e.t.Helper()
+	subject, _ := streams.SendSubject(tenant, s.person, s.ev.GetSendRequested().GetEnvelope().GetId())
+	e.publish(subject, s.ev)
 }
 
 // publish publishes ev, retrying while NATS restarts (the message id

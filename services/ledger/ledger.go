@@ -5,8 +5,9 @@
 // The service is wired from three parts (Dendrite-style):
 //
 //   - consumers: the writer that turns each event of the partitioned work
-//     queue (send requests, erasures; the queue and its partition
-//     consumers are declared in internal/streams) into a leaf;
+//     queue (send requests, policy's decisions and deliverables, erasures;
+//     the queue and its partition consumers are declared in
+//     internal/streams) into a leaf;
 //   - storage/jsstore: the logs themselves — fork-free appends, lazily
 //     loaded trees, snapshots, checkpoints — behind the read interface
 //     storage.Reader that the person-facing API (services/ledger/api)

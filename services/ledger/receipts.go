@@ -124,7 +124,7 @@ func (s *Service) findLeaf(ctx context.Context, tenant, personID string, ref Lea
 		return 0, nil, fmt.Errorf("%w: no envelope id or index", storage.ErrInvalid)
 	}
 	return s.store.FindEnvelope(ctx, tenant, personID, ref.EnvelopeID, func(e ledgerlog.Entry) bool {
-		return !ledgerlog.IsReceiptKind(e.Kind) && e.Commitment != ""
+		return ledgerlog.IsEnvelopeKind(e.Kind) && e.Commitment != ""
 	})
 }
 

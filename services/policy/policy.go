@@ -1,5 +1,5 @@
 // Package policy decides, per field, what of a message may cross. Policy
-// workers share one durable consumer on the policy work queue and keep no
+// workers share one durable consumer on the send stream and keep no
 // state of their own beyond projections every replica rebuilds (people,
 // relationships, rule sets, organizations' types), so SREs scale them by
 // adding replicas; a replica is not ready while a projection is stale.
@@ -74,15 +74,24 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.state = st
-	context.AfterFunc(ctx, st.close)
 	for _, c := range streams.OwnedConsumers(s.Role(), 0) {
 		spec := c.Spec()
 		spec.Workers = s.opts.Workers
 		spec.EnsureStream = s.EnsureStream(c.Stream)
 		if err := s.Consume(ctx, spec, s.handle); err != nil {
+			st.close()
 			return err
 		}
 	}
+	// The projections close once the workers have drained: a decision in
+	// flight at shutdown still reads them (and records a connection
+	// request) rather than failing into a redelivery.
+	stopped := s.Stopped()
+	go func() {
+		<-ctx.Done()
+		<-stopped
+		st.close()
+	}()
 	s.serveAPI()
 	s.MarkStarted()
 	return nil
@@ -160,6 +169,10 @@ func (s *Service) decideSend(ctx context.Context, cause *alpv1.Event, req *alpv1
 	v.decided.SenderPersonId = req.GetSenderPersonId()
 	ev := s.NewEvent("decided", tenant, cause, env.GetId(), nil)
 	ev.Body = &alpv1.Event_Decided{Decided: v.decided}
-	_, err = s.Bus.Publish(ctx, subject, ev)
-	return err
+	// One decision per envelope, however late a redelivery: a Decided
+	// already there is the answer (and the ledger's entry) and stays.
+	if _, err := s.Bus.Append(ctx, subject, 0, ev); err != nil && !errors.Is(err, bus.ErrConflict) {
+		return err
+	}
+	return nil
 }

@@ -209,7 +209,7 @@ func (s *Service) decide(ctx context.Context, tenant string, req *alpv1.SendRequ
 		env.SealedBody = nil
 	}
 	if d.Recipient != nil {
-		if out.deliverable, err = s.deliverable(ctx, env, sender, recipient, *d.Recipient, d.Forwarded, versions); err != nil {
+		if out.deliverable, err = s.deliverable(ctx, env, sender, recipient, d, versions); err != nil {
 			return verdict{}, err
 		}
 	}
@@ -232,7 +232,8 @@ func trustClassOf(t nmpv1.TrustLevel) (string, bool) {
 // deliverable seals each trust class's view and each held item with the
 // recipient's data key. The caller sets its envelope header once the hop
 // is over.
-func (s *Service) deliverable(ctx context.Context, env *alpv1.Envelope, sender, recipient side, r decision.Result, forwarded []byte, versions []string) (*alpv1.Deliverable, error) {
+func (s *Service) deliverable(ctx context.Context, env *alpv1.Envelope, sender, recipient side, d decision.Decision, versions []string) (*alpv1.Deliverable, error) {
+	r := *d.Recipient
 	dv := &alpv1.Deliverable{
 		RecipientPersonId: recipient.personID, SenderPersonId: sender.personID,
 		Outcome: outcomeProto(r.Outcome), Reasons: reasonsProto(r.Reasons), Fields: fieldsProto(r.Fields),
@@ -242,7 +243,7 @@ func (s *Service) deliverable(ctx context.Context, env *alpv1.Envelope, sender, 
 		if len(pointers) == 0 {
 			return nil, nil
 		}
-		part, err := decision.Project(forwarded, pointers, r.Normalized)
+		part, err := d.Body(pointers, r.Normalized)
 		if err != nil {
 			return nil, err
 		}

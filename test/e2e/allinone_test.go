@@ -110,14 +110,14 @@ func checkAllInOne(t *testing.T, addr, token string) {
 	for i, s := range r.Streams {
 		streams[s.Name] = i
 	}
-	for _, name := range []string{"ALPD_SEND", "ALPD_POLICY_WORK", "ALPD_LEDGER"} {
+	for _, name := range []string{"ALPD_SEND", "ALPD_LEDGER_WORK", "ALPD_LEDGER"} {
 		if _, ok := streams[name]; !ok {
 			t.Errorf("/readyz streams lack %s; have %v", name, streams)
 		}
 	}
-	if i, ok := streams["ALPD_POLICY_WORK"]; ok {
-		if s := r.Streams[i]; s.Retention != "WorkQueue" || s.Owner != "policy" {
-			t.Errorf("ALPD_POLICY_WORK: retention %q, owner %q; want WorkQueue, policy", s.Retention, s.Owner)
+	if i, ok := streams["ALPD_LEDGER_WORK"]; ok {
+		if s := r.Streams[i]; s.Retention != "WorkQueue" || s.Owner != "ledger" {
+			t.Errorf("ALPD_LEDGER_WORK: retention %q, owner %q; want WorkQueue, ledger", s.Retention, s.Owner)
 		}
 	}
 	if i, ok := streams["ALPD_LEDGER"]; ok {

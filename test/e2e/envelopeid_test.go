@@ -14,14 +14,21 @@ import (
 	"github.com/alpd-project/alpd/internal/testkit"
 )
 
-// signInAgent signs username in at addr's test IdP the way a browser does
-// and mints the person a personal access token with scopes, for an agent
-// of theirs to use. It returns the token and the person's id.
-func signInAgent(t *testing.T, addr, username string, scopes ...string) (pat, personID string) {
+// webSession is a person signed in at the test IdP: their browser (a
+// cookie jar) and the session's CSRF token.
+type webSession struct {
+	addr, tenant string
+	client       *http.Client
+	csrf         string
+	personID     string
+}
+
+// signIn signs username in to tenant at the broker's test IdP.
+func signIn(t *testing.T, addr, tenant, username string) *webSession {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + addr + "/signin?tenant=" + splitTenant + "&login_hint=" + username + "&return=/healthz")
+	resp, err := c.Get("http://" + addr + "/signin?tenant=" + tenant + "&login_hint=" + username + "&return=/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,28 +49,45 @@ func signInAgent(t *testing.T, addr, username string, scopes ...string) (pat, pe
 	if err != nil || sess.CSRF == "" || sess.PersonID == "" {
 		t.Fatalf("session of %s: %v %+v", username, err, sess)
 	}
-	body, _ := json.Marshal(map[string]any{"name": "e2e", "scopes": scopes})
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/pats", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Origin", "http://"+addr)
-	req.Header.Set("X-CSRF-Token", sess.CSRF)
-	resp, err = c.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	return &webSession{addr: addr, tenant: tenant, client: c, csrf: sess.CSRF, personID: sess.PersonID}
+}
+
+// do sends a request of the signed-in person's browser (same origin, with
+// the CSRF token) and returns the status and the body.
+func (s *webSession) do(t *testing.T, method, path string, body []byte) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+s.addr+path, bytes.NewReader(body))
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Origin", "http://"+s.addr)
+	req.Header.Set("X-CSRF-Token", s.csrf)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw
+}
+
+// pat mints the person a personal access token with scopes, and waits
+// until ingress knows it.
+func (s *webSession) pat(t *testing.T, scopes ...string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"name": "e2e", "scopes": scopes})
+	status, raw := s.do(t, http.MethodPost, "/v1/pats", body)
 	var minted struct {
 		Token string `json:"token"`
 	}
-	err = json.NewDecoder(resp.Body).Decode(&minted)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated || err != nil || !strings.HasPrefix(minted.Token, "alppat_") {
-		t.Fatalf("PAT for %s: %d %v", username, resp.StatusCode, err)
+	if status != http.StatusCreated || json.Unmarshal(raw, &minted) != nil || !strings.HasPrefix(minted.Token, "alppat_") {
+		t.Fatalf("PAT for %s: %d %s", s.personID, status, raw)
 	}
 	// Ingress learns of the PAT from identity's stream a moment later:
 	// wait until it knows the token (an unknown envelope is then 404, not
 	// 401), as an agent would retry its first request.
 	testkit.Eventually(t, 10*time.Second, func() error {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/nlip/envelopes/00000000-0000-4000-8000-000000000000", nil)
+		req, _ := http.NewRequest(http.MethodGet, "http://"+s.addr+"/nlip/envelopes/00000000-0000-4000-8000-000000000000", nil)
 		req.Header.Set("Authorization", "Bearer "+minted.Token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -71,11 +95,19 @@ func signInAgent(t *testing.T, addr, username string, scopes ...string) (pat, pe
 		}
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusUnauthorized {
-			return fmt.Errorf("ingress does not know %s's PAT yet", username)
+			return fmt.Errorf("ingress does not know %s's PAT yet", s.personID)
 		}
 		return nil
 	})
-	return minted.Token, sess.PersonID
+	return minted.Token
+}
+
+// signInAgent signs username in to the test tenant and mints their agent a
+// personal access token with scopes.
+func signInAgent(t *testing.T, addr, username string, scopes ...string) (pat, personID string) {
+	t.Helper()
+	s := signIn(t, addr, splitTenant, username)
+	return s.pat(t, scopes...), s.personID
 }
 
 // pollEnvelope is GET /nlip/envelopes/{id} at addr with a bearer token; it

@@ -46,8 +46,8 @@ const (
 // hop trace in order (ingress accept, then the agent's declared step, then
 // policy decide); and Ana's ledger holds the envelope.send_requested entry
 // the ledger wrote from the same SendRequested, committing to exactly this
-// envelope, under a checkpoint the broker signed, with a proof of
-// inclusion. The trace has no API, so the test reads it where the services
+// envelope, then the policy.decided entry of the Decided, under a
+// checkpoint the broker signed, with a proof of inclusion. The trace has no API, so the test reads it where the services
 // left it: the events on the embedded NATS, which alpd opens on a loopback
 // port for it (nats.listen).
 func TestMessagePath(t *testing.T) {
@@ -113,8 +113,9 @@ func TestMessagePath(t *testing.T) {
 	checkHops(t, "Decided", envelope.NMP(d.GetEnvelope()),
 		append(wantIngress, hopWant{service: "policy", action: "decide", trust: nmpv1.TrustLevel_TRUST_LEVEL_VERIFIED}))
 
-	// 3. The ledger: Ana's entry for the envelope, read with her token.
-	checkLedgerEntry(t, addr, pat, person, sent)
+	// 3. The ledger: Ana's entries for the envelope and its decision, read
+	// with her token.
+	checkLedgerEntry(t, addr, pat, person, sent, decided)
 	p.stop(t)
 }
 
@@ -275,11 +276,12 @@ type checkpointJSON struct {
 }
 
 // checkLedgerEntry requires Ana's ledger (read with her agent's token) to
-// hold one entry: envelope.send_requested of the envelope sent, derived from
-// its SendRequested, whose opening commits to exactly that envelope, and
-// whose inclusion is proved against a checkpoint signed by the tenant's
-// ledger key.
-func checkLedgerEntry(t *testing.T, addr, token, person string, sent *alpv1.Event) {
+// hold two entries: envelope.send_requested of the envelope sent, derived
+// from its SendRequested, whose opening commits to exactly that envelope,
+// and whose inclusion is proved against a checkpoint signed by the
+// tenant's ledger key; then policy.decided, derived from the Decided, with
+// its outcome and no commitment.
+func checkLedgerEntry(t *testing.T, addr, token, person string, sent, decided *alpv1.Event) {
 	t.Helper()
 	env := sent.GetSendRequested().GetEnvelope()
 	origin := ledgerlog.Origin(splitTenant, person)
@@ -293,13 +295,13 @@ func checkLedgerEntry(t *testing.T, addr, token, person string, sent *alpv1.Even
 	}
 	// The writer appends, then a checkpoint round signs: both take a moment.
 	testkit.Eventually(t, 20*time.Second, func() error {
-		if status, body := ledgerGet(t, addr, "/v1/ledger", token, &head); status != http.StatusOK || head.Checkpoint.Size != 1 {
+		if status, body := ledgerGet(t, addr, "/v1/ledger", token, &head); status != http.StatusOK || head.Checkpoint.Size != 2 {
 			return fmt.Errorf("%d %s", status, body)
 		}
 		return nil
-	}, "GET /v1/ledger: one entry under a signed checkpoint")
-	if head.Origin != origin || head.Size != 1 {
-		t.Fatalf("ledger head: origin %q size %d; want Ana's log %q with one entry", head.Origin, head.Size, origin)
+	}, "GET /v1/ledger: two entries under a signed checkpoint")
+	if head.Origin != origin || head.Size != 2 {
+		t.Fatalf("ledger head: origin %q size %d; want Ana's log %q with two entries", head.Origin, head.Size, origin)
 	}
 	var vkeys []string
 	for _, k := range head.PublicKeys {
@@ -324,8 +326,17 @@ func checkLedgerEntry(t *testing.T, addr, token, person string, sent *alpv1.Even
 			} `json:"opening"`
 		} `json:"entries"`
 	}
-	if status, body := ledgerGet(t, addr, "/v1/ledger/entries", token, &page); status != http.StatusOK || len(page.Entries) != 1 {
-		t.Fatalf("GET /v1/ledger/entries: %d %s; want Ana's one entry", status, body)
+	if status, body := ledgerGet(t, addr, "/v1/ledger/entries", token, &page); status != http.StatusOK || len(page.Entries) != 2 {
+		t.Fatalf("GET /v1/ledger/entries: %d %s; want Ana's two entries", status, body)
+	}
+	dec, err := ledgerlog.ParseEntry([]byte(page.Entries[1].Leaf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.Index != 1 || dec.Kind != ledgerlog.KindDecided || dec.EnvelopeID != env.GetId() || dec.SourceEvent != decided.GetHeader().GetEventId() ||
+		dec.Outcome != ledgerlog.OutcomeRefuse || dec.Commitment != "" || page.Entries[1].Opening != nil || dec.Counterparty != "other.example" {
+		t.Fatalf("ledger entry %+v; want %s of envelope %s from event %s, outcome refuse, no commitment",
+			dec, ledgerlog.KindDecided, env.GetId(), decided.GetHeader().GetEventId())
 	}
 	e := page.Entries[0]
 	en, err := ledgerlog.ParseEntry([]byte(e.Leaf))

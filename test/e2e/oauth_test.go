@@ -148,7 +148,7 @@ func TestAgentOAuthFlow(t *testing.T) {
 	}
 	reply, _ := io.ReadAll(nresp.Body)
 	nresp.Body.Close()
-	if nresp.StatusCode != http.StatusOK || !strings.Contains(string(reply), `"outcome":"refuse"`) || !strings.Contains(string(reply), "default-deny") {
+	if nresp.StatusCode != http.StatusOK || !strings.Contains(string(reply), `"outcome":"refuse"`) || !strings.Contains(string(reply), `"code":"stranger"`) {
 		t.Fatalf("NLIP send with the agent's token: %d %s", nresp.StatusCode, reply)
 	}
 	// Refresh rotates; the old refresh token is then reuse, which revokes.

@@ -606,35 +606,6 @@ func (m cpuMeter) report(a, b cpuSample, wall time.Duration, decisions uint64) (
 		perDecision, pct(machine), runtime.NumCPU(), pct(machine-min(ours, machine))), perDecision
 }
 
-// cpuTime is the user and system CPU time process pid has used, from
-// /proc/<pid>/stat (Linux; an error elsewhere).
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: count from its ")".
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	// utime and stime are fields 14 and 15 of the file, in clock ticks
-	// (USER_HZ, 100 on Linux).
-	var ticks int64
-	for _, s := range f[11:13] {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += v
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
-}
-
 // machineBusy is the time every core of the machine spent running
 // something (not idle, waiting for I/O or stolen by the hypervisor) so
 // far, from /proc/stat (Linux).

@@ -157,7 +157,7 @@ func TestAG2ClientEndToEnd(t *testing.T) {
 				"content": map[string]any{"events": []any{map[string]any{"kind": "user_input", "parts": []any{map[string]any{"text": "plan"}}}}}},
 			map[string]any{"format": "structured", "subformat": "JSON", "label": "ag2_context", "content": map[string]any{}},
 			map[string]any{"format": "structured", "subformat": "uri", "label": "alp.to", "content": "acct:bo@other.example"},
-			map[string]any{"format": "structured", "subformat": "JSON", "label": "alp.body", "content": map[string]any{"title": "Planning", "minutes": 30}},
+			map[string]any{"format": "structured", "subformat": "JSON", "label": "alp.body", "content": map[string]any{"subject": "Planning", "start": "2026-12-03T10:00:00Z", "duration": "PT30M", "attendees": []any{"bo@other.example"}}},
 			map[string]any{"format": "token", "subformat": "conversation", "content": "ag2-conv-1"},
 		},
 	}
@@ -165,7 +165,7 @@ func TestAG2ClientEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AG2 client raised: %v", err)
 	}
-	if !strings.Contains(text, "refused") || !strings.Contains(text, "default-deny") {
+	if !strings.Contains(text, "refused") || !strings.Contains(text, "a stranger may only send connection.request/v1") {
 		t.Errorf("AG2 reads %q", text)
 	}
 	for k := range reply {

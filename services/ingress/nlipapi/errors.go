@@ -32,6 +32,9 @@ func errorMessage(e *httpjson.Error) *nlip.Message {
 	if e.RetryAfter > 0 {
 		detail["retry_after"] = e.RetryAfter
 	}
+	if e.Problems != nil {
+		detail["problems"] = e.Problems
+	}
 	m := nlip.NewMessage(nlip.Text("english", e.Message), structured(labelError, detail))
 	m.MessageType = "error"
 	return m
@@ -51,6 +54,7 @@ func classify(err error) *httpjson.Error {
 	var me *nmp.Error
 	var limited *ingress.RateLimited
 	var halted *ingress.BudgetHalted
+	var body *ingress.BodyError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -78,6 +82,15 @@ func classify(err error) *httpjson.Error {
 		return e
 	case errors.As(err, &halted):
 		return newError(http.StatusUnprocessableEntity, "nmp_budget_halted", "%s", halted.Description())
+	case errors.As(err, &body):
+		e := newError(http.StatusUnprocessableEntity, body.Code, "%s", body.Description())
+		if len(body.Errors) > 0 {
+			e.Problems = body.Errors
+		}
+		return e
+	case errors.Is(err, ingress.ErrTypesUnavailable):
+		return &httpjson.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 1, Cause: err,
+			Message: "the broker cannot check message types right now; retry with the same idempotency key"}
 	case errors.Is(err, ingress.ErrIdempotencyBodyDiffers):
 		return newError(http.StatusUnprocessableEntity, "idempotency_body_mismatch", "%v", err)
 	case errors.Is(err, ingress.ErrIdempotencyKeyReused):

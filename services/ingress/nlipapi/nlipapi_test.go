@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/nlip"
@@ -34,8 +36,9 @@ func TestSendAnswersWithThePolicyOutcome(t *testing.T) {
 	if res["outcome"] != "refuse" || res["to"] != "bo@other.example" || res["type"] != "meeting.request/v1" {
 		t.Errorf("result %v", res)
 	}
+	// Bo is at another broker and a stranger to Ana: the hard rule.
 	reasons, _ := res["reasons"].([]any)
-	if len(reasons) != 1 || reasons[0].(map[string]any)["rule"] != "default-deny" {
+	if len(reasons) != 1 || reasons[0].(map[string]any)["party"] != "broker" || reasons[0].(map[string]any)["code"] != "stranger" {
 		t.Errorf("reasons %v", res["reasons"])
 	}
 	text, _ := reply.Content.Text()
@@ -259,8 +262,10 @@ func TestAgentNMPHeaderCanOnlyLower(t *testing.T) {
 }
 
 func TestPendingThenPoll(t *testing.T) {
-	// Without policy nothing decides: the send answers pending.
-	r := newRig(t, rigOptions{services: []string{"identity", "ingress"}, nlip: nlipapi.Config{DecisionWait: 50 * time.Millisecond}})
+	// Without policy nothing decides: the send answers pending. (Its
+	// stream exists: ingress follows the message types on it.)
+	r := newRig(t, rigOptions{services: []string{"identity", "ingress"}, nlip: nlipapi.Config{DecisionWait: 50 * time.Millisecond},
+		streamsOf: []alpv1.Role{alpv1.Role_ROLE_POLICY}})
 	resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example"))
 	res := result(t, reply)
 	if resp.StatusCode != http.StatusAccepted || res["outcome"] != "pending" || res["poll"] != publicURL+"/nlip/envelopes/"+res["envelope_id"].(string) {
@@ -319,12 +324,14 @@ func TestEnvelopeTooLargeForNATSIsRefused(t *testing.T) {
 	r := newRig(t, rigOptions{log: slog.New(slog.NewJSONHandler(logs, nil))})
 	// 1e20 is 4 characters as sent and 21 in canonical JSON (RFC 8785 writes
 	// numbers out), so ~220 KB grows to ~950 KB per content value, each
-	// under the content limit; two of them exceed NATS's 1 MiB.
+	// under the content limit; two of them exceed NATS's 1 MiB. The typed
+	// body itself is small and valid: the NLIP parts are what is stored too.
 	numbers := strings.Repeat("1e20,", 45000) + "1"
-	body := []byte(`{"messagetype":"alp:meeting.request/v1","format":"text","subformat":"english","content":"hi","submessages":[` +
+	body := []byte(`{"messagetype":"alp:note/v1","format":"text","subformat":"english","content":"hi","submessages":[` +
 		`{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"},` +
-		`{"label":"alp.body","format":"structured","subformat":"json","content":{"title":"secret-title-4711","n":[` + numbers + `]}},` +
-		`{"label":"bulk","format":"structured","subformat":"json","content":[` + numbers + `]}]}`)
+		`{"label":"alp.body","format":"structured","subformat":"json","content":{"text":"secret-title-4711"}},` +
+		`{"label":"bulk","format":"structured","subformat":"json","content":[` + numbers + `]},` +
+		`{"label":"bulk2","format":"structured","subformat":"json","content":[` + numbers + `]}]}`)
 	if len(body) >= 1<<20 {
 		t.Fatalf("the request is %d bytes: it must be under the NLIP limit", len(body))
 	}
@@ -408,23 +415,68 @@ func TestIdempotencyKeyStoredOnlyAsKeyedDigest(t *testing.T) {
 func TestIdempotencyKeyWithAnotherBodyIsRefused(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	send := func(body string) []byte {
-		return []byte(`{"messagetype":"alp:meeting.request/v1","format":"text","subformat":"english","content":"hi","submessages":[` +
+		return []byte(`{"messagetype":"alp:priorities.request/v1","format":"text","subformat":"english","content":"hi","submessages":[` +
 			`{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"},` +
 			`{"label":"alp.body","format":"structured","subformat":"json","content":` + body + `}]}`)
 	}
-	_, first := r.post(t, "/nlip/", r.token, "application/json", send(`{"title":"Planning","minutes":30}`), "Idempotency-Key", "k-body")
+	_, first := r.post(t, "/nlip/", r.token, "application/json", send(`{"horizon":"week","max_items":5}`), "Idempotency-Key", "k-body")
 	id := result(t, first)["envelope_id"]
 	// The same body written differently is the same request (canonical JSON).
-	resp, again := r.post(t, "/nlip/", r.token, "application/json", send(`{ "minutes": 30.0, "title": "Planning" }`), "Idempotency-Key", "k-body")
+	resp, again := r.post(t, "/nlip/", r.token, "application/json", send(`{ "max_items": 5.0, "horizon": "week" }`), "Idempotency-Key", "k-body")
 	if res := result(t, again); resp.StatusCode != http.StatusOK || res["envelope_id"] != id || res["duplicate"] != true {
 		t.Errorf("identical retry: %d %v", resp.StatusCode, res)
 	}
 	before := r.sendCount(t)
-	resp, other := r.post(t, "/nlip/", r.token, "application/json", send(`{"title":"Planning","minutes":45}`), "Idempotency-Key", "k-body")
+	resp, other := r.post(t, "/nlip/", r.token, "application/json", send(`{"horizon":"week","max_items":6}`), "Idempotency-Key", "k-body")
 	if e := apiError(t, other); resp.StatusCode != http.StatusUnprocessableEntity || e["code"] != "idempotency_body_mismatch" {
 		t.Errorf("another body under the same key: %d %v", resp.StatusCode, e)
 	}
 	if n := r.sendCount(t); n != before {
 		t.Errorf("%d events stored for the refused retry", n-before)
+	}
+}
+
+// TestBodiesRefusedAtTheDoor: an unknown message type and a body its type
+// refuses are answered 422 in the NLIP error shape — the code, the part of
+// the message at fault, and for a body every failure's pointer into the
+// body and failing keyword — and nothing is stored.
+func TestBodiesRefusedAtTheDoor(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	before := r.sendCount(t)
+	send := func(typ, body string) []byte {
+		return []byte(`{"messagetype":"alp:` + typ + `","format":"text","subformat":"english","content":"hi","submessages":[` +
+			`{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"},` +
+			`{"label":"alp.body","format":"structured","subformat":"json","content":` + body + `}]}`)
+	}
+	resp, reply := r.post(t, "/nlip/", r.token, "application/json", send("meeting.proposal/v1", meetingBody))
+	e := apiError(t, reply)
+	if resp.StatusCode != http.StatusUnprocessableEntity || e["code"] != "unknown_message_type" || e["pointer"] != "/messagetype" ||
+		!strings.Contains(e["message"].(string), `"meeting.proposal/v1"`) {
+		t.Errorf("unknown type: %d %v", resp.StatusCode, e)
+	}
+	resp, reply = r.post(t, "/nlip/", r.token, "application/json",
+		send("meeting.request/v1", `{"subject":"Planning","start":"2026-12-03 10:00","attendees":[],"room":"4711"}`))
+	e = apiError(t, reply)
+	if resp.StatusCode != http.StatusUnprocessableEntity || e["code"] != "invalid_body" || e["pointer"] != "/submessages/1/content" {
+		t.Fatalf("invalid body: %d %v", resp.StatusCode, e)
+	}
+	var got []string
+	problems, _ := e["problems"].([]any)
+	for _, f := range problems {
+		m := f.(map[string]any)
+		if m["message"] == "" {
+			t.Errorf("failure without a message: %v", m)
+		}
+		got = append(got, m["pointer"].(string)+" "+m["keyword"].(string))
+	}
+	want := []string{" additionalProperties", " required", "/attendees minItems", "/start format"}
+	if !slices.Equal(got, want) {
+		t.Errorf("failures %v, want %v", got, want)
+	}
+	if text, _ := reply.Content.Text(); !strings.Contains(text, "meeting.request/v1") || !strings.Contains(text, "(and 1 more)") {
+		t.Errorf("English text %q", text)
+	}
+	if n := r.sendCount(t); n != before {
+		t.Errorf("%d events stored for refused bodies", n-before)
 	}
 }

@@ -15,6 +15,8 @@ type result struct {
 	To         string   `json:"to"`
 	Outcome    string   `json:"outcome"`
 	Reasons    []reason `json:"reasons,omitempty"`
+	// Fields are every field's verdict, as the sender may see them.
+	Fields     []field  `json:"fields,omitempty"`
 	Poll       string   `json:"poll,omitempty"`
 	Duplicate  bool     `json:"duplicate,omitempty"`
 	NMPIgnored []string `json:"nmp_ignored,omitempty"`
@@ -22,11 +24,29 @@ type result struct {
 	NMPConflicts []string `json:"nmp_conflicts,omitempty"`
 }
 
+// reason names the party and, where the sender may see it, its rule (the
+// policy id); code is the public reason code.
 type reason struct {
 	Party   string `json:"party"`
-	Rule    string `json:"rule"`
+	Rule    string `json:"rule,omitempty"`
 	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+type field struct {
+	Pointer string   `json:"pointer"`
+	Class   string   `json:"class,omitempty"`
+	Action  string   `json:"action"`
+	Reasons []reason `json:"reasons,omitempty"`
+}
+
+func reasonsOf(rs []ingress.Reason) []reason {
+	var out []reason
+	for _, rs := range rs {
+		out = append(out, reason{Party: rs.Party, Rule: rs.Rule, Field: rs.Field, Code: rs.Code, Message: rs.Message})
+	}
+	return out
 }
 
 // result describes an outcome; the poll URL is NLIP's own.
@@ -36,32 +56,71 @@ func (a *API) result(o ingress.Outcome) *result {
 		r.Poll = a.cfg.PublicURL + "/nlip/envelopes/" + o.EnvelopeID
 		return r
 	}
-	for _, rs := range o.Reasons {
-		r.Reasons = append(r.Reasons, reason{Party: rs.Party, Rule: rs.Rule, Field: rs.Field, Message: rs.Message})
+	r.Reasons = reasonsOf(o.Reasons)
+	for _, f := range o.Fields {
+		r.Fields = append(r.Fields, field{Pointer: f.Pointer, Class: f.Class, Action: f.Action, Reasons: reasonsOf(f.Reasons)})
 	}
 	return r
 }
+
+// listedFields bounds the fields the English text names per action; the
+// structured result lists them all.
+const listedFields = 10
 
 // message renders the result as an NLIP reply: an English sentence (what
 // AG2 and nlip_sdk clients read) and the structured "alp.result".
 func (r *result) message() *nlip.Message {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Envelope %s (%s to %s): ", r.EnvelopeID, r.Type, r.To)
+	var allowed, denied, held []field
+	for _, f := range r.Fields {
+		switch f.Action {
+		case ingress.ActionAllow:
+			allowed = append(allowed, f)
+		case ingress.ActionHold:
+			held = append(held, f)
+		default:
+			denied = append(denied, f)
+		}
+	}
 	switch r.Outcome {
 	case ingress.OutcomePending:
 		fmt.Fprintf(&b, "accepted, policy has not decided yet; poll %s.", r.Poll)
 	case ingress.OutcomeDeliver:
-		b.WriteString("allowed for delivery.")
+		b.WriteString("allowed for delivery")
+		if n := len(r.Fields); n > 0 && len(allowed) == n {
+			fmt.Fprintf(&b, ", all %d fields", n)
+		}
 	case ingress.OutcomeDeliverPartial:
-		b.WriteString("allowed for delivery with some fields withheld.")
+		if len(r.Fields) > 0 {
+			fmt.Fprintf(&b, "delivered %d of %d fields", len(allowed), len(r.Fields))
+		} else {
+			b.WriteString("allowed for delivery with some fields withheld")
+		}
 	case ingress.OutcomeHold:
-		b.WriteString("held for approval.")
+		b.WriteString("held for approval")
 	default:
-		b.WriteString("refused.")
+		b.WriteString("refused")
+	}
+	if r.Outcome != ingress.OutcomePending {
+		if r.Outcome != ingress.OutcomeRefuse || len(allowed) > 0 {
+			// A refusal crosses nothing: its fields are not each withheld.
+			writeFields(&b, "withheld", denied)
+		}
+		writeFields(&b, "held for approval", held)
+		b.WriteString(".")
 	}
 	for _, rs := range r.Reasons {
-		fmt.Fprintf(&b, " %s rule %s: %s", rs.Party, rs.Rule, rs.Message)
-		if !strings.HasSuffix(rs.Message, ".") {
+		b.WriteString(" ")
+		writeReason(&b, rs)
+		text := rs.Message
+		if text == "" {
+			text = rs.Code
+		}
+		if text != "" {
+			b.WriteString(": " + text)
+		}
+		if !strings.HasSuffix(text, ".") {
 			b.WriteString(".")
 		}
 	}
@@ -69,4 +128,44 @@ func (r *result) message() *nlip.Message {
 		b.WriteString(" (A retry: the envelope was already submitted.)")
 	}
 	return nlip.NewMessage(nlip.Text("english", b.String()), structured(labelResult, r))
+}
+
+// writeFields appends "; 2 withheld: /budget (recipient_org: confidential_egress), …".
+func writeFields(b *strings.Builder, what string, fs []field) {
+	if len(fs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "; %d %s: ", len(fs), what)
+	for i, f := range fs {
+		if i == listedFields {
+			fmt.Fprintf(b, " and %d more", len(fs)-listedFields)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(f.Pointer)
+		if len(f.Reasons) > 0 {
+			b.WriteString(" (")
+			for j, rs := range f.Reasons {
+				if j > 0 {
+					b.WriteString("; ")
+				}
+				writeReason(b, rs)
+				if rs.Code != "" {
+					b.WriteString(": " + rs.Code)
+				}
+			}
+			b.WriteString(")")
+		}
+	}
+}
+
+// writeReason names a reason's party and, when the sender may see it, its
+// rule: "sender_org rule no-cards", "recipient_org".
+func writeReason(b *strings.Builder, rs reason) {
+	b.WriteString(rs.Party)
+	if rs.Rule != "" {
+		b.WriteString(" rule " + rs.Rule)
+	}
 }

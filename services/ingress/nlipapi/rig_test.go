@@ -44,11 +44,14 @@ type rigOptions struct {
 	nlip     nlipapi.Config
 	// log receives the broker's log (nil: discarded).
 	log *slog.Logger
+	// streamsOf are services that do not run here whose streams exist
+	// (policy's, for ingress's message types).
+	streamsOf []alpv1.Role
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
-	br := brokertest.StartLogged(t, broker.Config{Tenants: []string{tenant}, PublicURL: publicURL, Services: o.services, NLIP: o.nlip}, o.log)
+	br := brokertest.StartWithStreamsOf(t, broker.Config{Tenants: []string{tenant}, PublicURL: publicURL, Services: o.services, NLIP: o.nlip}, o.log, o.streamsOf...)
 	js, err := jetstream.New(br.NC)
 	if err != nil {
 		t.Fatal(err)
@@ -110,11 +113,14 @@ func (r *rig) do(t testing.TB, req *http.Request) (*http.Response, *nlip.Message
 	return resp, m
 }
 
+// meetingBody is a valid meeting.request/v1 body.
+const meetingBody = `{"subject":"Planning","start":"2026-12-03T10:00:00Z","duration":"PT30M","attendees":["bo@other.example"]}`
+
 // sendJSON is an ALP send as an agent writes it.
 func sendJSON(to string, extra ...string) []byte {
 	subs := []string{
 		`{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:` + to + `"}`,
-		`{"label":"alp.body","format":"structured","subformat":"json","content":{"title":"Planning","minutes":30}}`,
+		`{"label":"alp.body","format":"structured","subformat":"json","content":` + meetingBody + `}`,
 	}
 	subs = append(subs, extra...)
 	return []byte(`{"messagetype":"alp:meeting.request/v1","format":"text","subformat":"english",` +

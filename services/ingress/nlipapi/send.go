@@ -2,8 +2,8 @@ package nlipapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/alpd-project/alpd/internal/httpjson"
 	"net/http"
 	"strings"
 	"unicode"
@@ -11,6 +11,7 @@ import (
 	nlipv1 "github.com/alpd-project/alpd/gen/alp/nlip/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/envelope"
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/nlip"
 	"github.com/alpd-project/alpd/services/ingress"
 )
@@ -202,7 +203,17 @@ func (a *API) exchange(ctx context.Context, snd ingress.Sender, m *nlip.Message,
 	}
 	o, err := a.door.Send(ctx, s.sub)
 	if err != nil {
-		return nil, 0, classify(err)
+		e := classify(err)
+		var body *ingress.BodyError
+		if errors.As(err, &body) {
+			// Where in the NLIP message: the type, or the body (each
+			// failure's pointer is into the body).
+			e.Pointer = "/messagetype"
+			if _, i, ok := find(m, labelBody); ok && body.Code == ingress.CodeInvalidBody {
+				e.Pointer = fmt.Sprintf("/submessages/%d/content", i)
+			}
+		}
+		return nil, 0, e
 	}
 	res := a.result(o)
 	res.NMPIgnored, res.NMPConflicts = s.nmp.Ignored, s.nmp.Conflicts

@@ -121,22 +121,31 @@ func TestReadAndProveOnBroker(t *testing.T) {
 	resp, data := r.get(t, "/v1/ledger", r.boToken)
 	refused(t, resp, data, http.StatusNotFound, "no_log")
 
+	// Each message is two entries: the envelope, then policy's decision.
 	r.send(t, 4, 0)
-	h, first := r.signedHead(t, 4)
+	h, first := r.signedHead(t, 8)
 	held := h.Checkpoint.Note // what Ana's client keeps
 
 	// Entries: Ana's envelopes, in her log.
 	es := okBroker[entriesView](t, r, "/v1/ledger/entries?limit=10", r.anaToken)
-	if len(es.Entries) != 4 || es.Next != nil {
+	if len(es.Entries) != 8 || es.Next != nil {
 		t.Fatalf("entries: %+v", es)
 	}
+	sent := map[string]bool{}
 	for i, e := range es.Entries {
 		en, err := ledgerlog.ParseEntry([]byte(e.Leaf))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if en.Log != ledgerlog.Origin(tenant, r.ana.ID) || en.Index != uint64(i) || en.Kind != ledgerlog.KindSendRequested || e.Opening == nil {
+		if en.Log != ledgerlog.Origin(tenant, r.ana.ID) || en.Index != uint64(i) {
 			t.Fatalf("entry %d: %+v", i, en)
+		}
+		switch {
+		case en.Kind == ledgerlog.KindSendRequested && e.Opening != nil:
+			sent[en.EnvelopeID] = true
+		case en.Kind == ledgerlog.KindDecided && e.Opening == nil && sent[en.EnvelopeID]:
+		default:
+			t.Fatalf("entry %d: %+v (opening %v); want each envelope's entry, then its decision", i, en, e.Opening != nil)
 		}
 		// Inclusion of each in the checkpoint Ana verified.
 		p := okBroker[inclusionView](t, r, fmt.Sprintf("/v1/ledger/proof/inclusion?index=%d", i), r.anaToken)
@@ -148,7 +157,7 @@ func TestReadAndProveOnBroker(t *testing.T) {
 
 	// More messages; consistency from the checkpoint Ana kept.
 	r.send(t, 3, 4)
-	_, latest := r.signedHead(t, 7)
+	_, latest := r.signedHead(t, 14)
 	c := okBroker[consistencyView](t, r, fmt.Sprintf("/v1/ledger/proof/consistency?from=%d", first.Size), r.anaToken)
 	if err := tlog.CheckTree(decodeHashes(t, c.Proof), int64(latest.Size), latest.Root, int64(first.Size), first.Root); err != nil {
 		t.Fatalf("consistency %d→%d: %v", first.Size, latest.Size, err)
@@ -176,7 +185,7 @@ func TestReadAndProveOnBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := ledgerlog.Verify(x, &first)
-	if err != nil || rep.Entries != 7 || !rep.Consistent || rep.Openings != 7 {
+	if err != nil || rep.Entries != 14 || !rep.Consistent || rep.Openings != 7 {
 		t.Fatalf("export: %+v, %v", rep, err)
 	}
 
@@ -193,7 +202,7 @@ func TestReadAndProveOnBroker(t *testing.T) {
 	}
 	gc := ledgerv1.NewLedgerServiceClient(conn)
 	gh, err := gc.GetHead(grpcmd.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+r.anaToken), &ledgerv1.GetHeadRequest{})
-	if err != nil || gh.GetSize() != 7 || gh.GetOrigin() != ledgerlog.Origin(tenant, r.ana.ID) {
+	if err != nil || gh.GetSize() != 14 || gh.GetOrigin() != ledgerlog.Origin(tenant, r.ana.ID) {
 		t.Fatalf("gRPC head: %v, %v", gh, err)
 	}
 	vs, _ := ledgerlog.Verifiers(gh.GetPublicKeys()[0].GetVerifierKey())

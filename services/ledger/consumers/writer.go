@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gowebpki/jcs"
@@ -31,6 +33,12 @@ type Writer struct {
 
 	uncommitted *prometheus.CounterVec
 	erasures    prometheus.Counter
+
+	// watchers wait, by source event id, for this process to append that
+	// event's leaf: a decision handled beside its envelope's SendRequested
+	// (another worker of the partition) waits for it in memory.
+	mu       sync.Mutex
+	watchers map[string][]chan struct{}
 }
 
 // Register adds the writer's metrics to reg.
@@ -55,6 +63,10 @@ func (w *Writer) Handle(ctx context.Context, d bus.Delivery) error {
 	switch body := d.Event.GetBody().(type) {
 	case *alpv1.Event_SendRequested:
 		return w.sendRequested(ctx, d, body.SendRequested)
+	case *alpv1.Event_Decided:
+		return w.decided(ctx, d, body.Decided)
+	case *alpv1.Event_Deliverable:
+		return w.deliverable(ctx, d, body.Deliverable)
 	case *alpv1.Event_DataKeyDestroyed:
 		return w.erase(ctx, d.Event, body.DataKeyDestroyed)
 	default:
@@ -118,11 +130,259 @@ func (w *Writer) sendRequested(ctx context.Context, d bus.Delivery, req *alpv1.S
 			return leaf, opening, nil
 		},
 	}
+	// A possible repeat beyond the dedupe window: look for the source's
+	// leaf in the log before appending one.
+	if d.Repeat {
+		r.Since = occurred
+	}
+	if _, err = w.Store.Append(ctx, r); err != nil {
+		return err
+	}
+	w.appended(ev.GetHeader().GetEventId())
+	return nil
+}
+
+// watch registers a wait for source's leaf; unwatch drops it.
+func (w *Writer) watch(source string) chan struct{} {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watchers == nil {
+		w.watchers = map[string][]chan struct{}{}
+	}
+	w.watchers[source] = append(w.watchers[source], ch)
+	return ch
+}
+
+func (w *Writer) unwatch(source string, ch chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	list := slices.DeleteFunc(w.watchers[source], func(c chan struct{}) bool { return c == ch })
+	if len(list) == 0 {
+		delete(w.watchers, source)
+	} else {
+		w.watchers[source] = list
+	}
+}
+
+// appended wakes whoever waits for source's leaf.
+func (w *Writer) appended(source string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ch := range w.watchers[source] {
+		close(ch)
+	}
+	delete(w.watchers, source)
+}
+
+// orderWait is how long a decision waits in memory for its envelope's
+// entry before it is handed back to the bus for a later retry.
+const orderWait = time.Second
+
+// awaitEnvelope returns nil once the envelope's entry (the leaf of the
+// SendRequested cause) is in the person's log: at once when it is among
+// the log's last leaves, or when this process appends it within
+// orderWait; ErrEnvelopeNotRecorded otherwise.
+func (w *Writer) awaitEnvelope(ctx context.Context, tenant, person, cause string, since time.Time) error {
+	// Watch before looking, so an append in between is not missed.
+	ch := w.watch(cause)
+	defer w.unwatch(cause, ch)
+	if ok, err := w.Store.HasLeafOf(ctx, tenant, person, cause, since); ok || err != nil {
+		return err
+	}
+	t := time.NewTimer(orderWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	// Another replica may have appended it meanwhile.
+	if ok, err := w.Store.HasLeafOf(ctx, tenant, person, cause, since); ok || err != nil {
+		return err
+	}
+	return ErrEnvelopeNotRecorded
+}
+
+// orderDeliveries: a decision whose envelope entry is not in the sender's
+// log yet is retried (the bus redelivers it after a delay) until its
+// delivery number reaches this, then recorded anyway — the envelope's
+// SendRequested may never come (dead-lettered, aged out of the queue),
+// and the decision must not be lost for it. Below the bus's MaxDeliver
+// (5), so the last attempts still append.
+const orderDeliveries = 3
+
+// orderFresh: only a decision made this recently waits for its envelope's
+// entry. An older one is a backlog (a ledger catching up, a queue that
+// gained the decided stream as a source): its envelope's entry was
+// appended long ago (beyond the leaves HasLeafOf reads) or never will be,
+// and waiting for it would only slow the catch-up down.
+const orderFresh = time.Minute
+
+// orderSkew is how far the ledger stream's clock may trail the envelope's
+// creation time (ingress's clock) when looking for its entry.
+const orderSkew = 5 * time.Second
+
+// ErrEnvelopeNotRecorded: a decision arrived before its envelope's entry
+// was appended (and it did not come within orderWait); it is retried, so
+// the decision follows the envelope in the log.
+var ErrEnvelopeNotRecorded = errors.New("ledger: the envelope's entry is not in the log yet")
+
+// decided appends the sender's policy.decided entry: the outcome, every
+// field's verdict with each party's reasons as the sender may see them,
+// and the rule versions — after the envelope's envelope.send_requested.
+func (w *Writer) decided(ctx context.Context, d bus.Delivery, dec *alpv1.Decided) error {
+	ev := d.Event
+	tenant, person, env := ev.GetHeader().GetTenant(), dec.GetSenderPersonId(), dec.GetEnvelope()
+	if err := w.checkDecision(d, tenant, person, env.GetId()); err != nil {
+		return err
+	}
+	occurred := eventTime(ev)
+	if cause := ev.GetHeader().GetCausationId(); cause != "" && time.Since(occurred) < orderFresh &&
+		(d.Metadata == nil || d.Metadata.NumDelivered < orderDeliveries) {
+		since := occurred
+		if c := env.GetCreated(); c != nil {
+			since = c.AsTime()
+		}
+		if err := w.awaitEnvelope(ctx, tenant, person, cause, since.Add(-orderSkew)); err != nil {
+			return fmt.Errorf("decision %s on envelope %s: %w", ev.GetHeader().GetEventId(), env.GetId(), err)
+		}
+	}
+	entry := ledgerlog.Entry{
+		Kind: ledgerlog.KindDecided, Counterparty: Counterparty(env.GetTo()),
+		Outcome: outcomeNames[dec.GetOutcome()], Reasons: reasonsOf(dec.GetReasons(), true),
+		Fields: verdictsOf(dec.GetFields()), RuleVersions: dec.GetRuleVersions(),
+	}
+	return w.appendDecision(ctx, d, tenant, person, env.GetId(), occurred, entry)
+}
+
+// deliverable appends the recipient's policy.deliverable entry: the
+// recipient side's verdicts, which fields each trust class of the
+// recipient's agents is given, and what is held for the person — never
+// the sealed views or held bodies.
+func (w *Writer) deliverable(ctx context.Context, d bus.Delivery, dl *alpv1.Deliverable) error {
+	ev := d.Event
+	tenant, person, env := ev.GetHeader().GetTenant(), dl.GetRecipientPersonId(), dl.GetEnvelope()
+	if err := w.checkDecision(d, tenant, person, env.GetId()); err != nil {
+		return err
+	}
+	entry := ledgerlog.Entry{
+		Kind: ledgerlog.KindDeliverable, Counterparty: Counterparty(env.GetFrom()),
+		Outcome: outcomeNames[dl.GetOutcome()], Reasons: reasonsOf(dl.GetReasons(), true),
+		Fields: verdictsOf(dl.GetFields()), RuleVersions: dl.GetRuleVersions(),
+	}
+	for _, h := range dl.GetHeld() {
+		entry.Held = append(entry.Held, ledgerlog.HeldItem{ID: h.GetId(), Kind: heldKindNames[h.GetKind()],
+			Pointers: h.GetPointers(), Commits: h.GetCommits()})
+	}
+	for _, v := range dl.GetViews() {
+		entry.Views = append(entry.Views, ledgerlog.View{TrustClass: v.GetTrustClass(), Pointers: v.GetPointers()})
+	}
+	return w.appendDecision(ctx, d, tenant, person, env.GetId(), eventTime(ev), entry)
+}
+
+// checkDecision refuses a decision the ledger cannot place: an unhosted
+// tenant, no envelope id, a malformed person id, or a subject that names
+// another log than the event (alp.<kind>.<tenant>.<person>.<envelope>.<p>)
+// — an entry must land in the log of the person its subject is for.
+func (w *Writer) checkDecision(d bus.Delivery, tenant, person, envelopeID string) error {
+	kind := bus.Kind(d.Event)
+	switch {
+	case !w.Tenants.Hosts(tenant):
+		return bus.Permanent(fmt.Errorf("ledger: %s for unhosted tenant %q", kind, tenant))
+	case envelopeID == "":
+		return bus.Permanent(fmt.Errorf("ledger: %s without envelope id", kind))
+	case alp.ValidatePersonID(person) != nil:
+		return bus.Permanent(fmt.Errorf("ledger: %s with person id %q", kind, person))
+	}
+	parts := strings.Split(d.Subject, ".")
+	if len(parts) < 5 || parts[2] != bus.TenantToken(tenant) || parts[3] != person || parts[4] != envelopeID {
+		return bus.Permanent(fmt.Errorf("ledger: %s on %s names another person or envelope (%s, %s)", kind, d.Subject, person, envelopeID))
+	}
+	return nil
+}
+
+// appendDecision completes a decision entry and appends it, once per
+// source event: its Nats-Msg-Id derives from the event id, and a
+// redelivered event is first looked for in the log.
+func (w *Writer) appendDecision(ctx context.Context, d bus.Delivery, tenant, person, envelopeID string, occurred time.Time, entry ledgerlog.Entry) error {
+	ev := d.Event
+	entry.V, entry.Log, entry.EnvelopeID = ledgerlog.EntryVersion, ledgerlog.Origin(tenant, person), envelopeID
+	entry.SourceEvent, entry.Time = ev.GetHeader().GetEventId(), ledgerlog.FormatTime(occurred)
+	r := jsstore.Request{
+		Tenant: tenant, Person: person, SourceID: ev.GetHeader().GetEventId(), Correlation: envelopeID,
+		Build: func(index uint64) ([]byte, []byte, error) {
+			e := entry
+			e.Index = index
+			leaf, err := e.Canonical()
+			if err != nil {
+				return nil, nil, bus.Permanent(err)
+			}
+			return leaf, nil, nil
+		},
+	}
 	if d.Metadata != nil && d.Metadata.NumDelivered > 1 {
 		r.Since = occurred
 	}
-	_, err = w.Store.Append(ctx, r)
+	_, err := w.Store.Append(ctx, r)
 	return err
+}
+
+func eventTime(ev *alpv1.Event) time.Time {
+	if o := ev.GetHeader().GetOccurred(); o != nil {
+		return o.AsTime()
+	}
+	return time.Now()
+}
+
+// The ledger's names (internal/ledgerlog) of policy's enums. An
+// unspecified value maps to "", which the entry refuses.
+var (
+	outcomeNames = map[alpv1.Outcome]string{
+		alpv1.Outcome_OUTCOME_DELIVER:         ledgerlog.OutcomeDeliver,
+		alpv1.Outcome_OUTCOME_DELIVER_PARTIAL: ledgerlog.OutcomeDeliverPartial,
+		alpv1.Outcome_OUTCOME_HOLD:            ledgerlog.OutcomeHold,
+		alpv1.Outcome_OUTCOME_REFUSE:          ledgerlog.OutcomeRefuse,
+	}
+	actionNames = map[alpv1.FieldAction]string{
+		alpv1.FieldAction_FIELD_ACTION_ALLOW: ledgerlog.ActionAllow,
+		alpv1.FieldAction_FIELD_ACTION_DENY:  ledgerlog.ActionDeny,
+		alpv1.FieldAction_FIELD_ACTION_HOLD:  ledgerlog.ActionHold,
+	}
+	heldKindNames = map[alpv1.HeldKind]string{
+		alpv1.HeldKind_HELD_KIND_CONNECTION_REQUEST:  ledgerlog.HeldConnectionRequest,
+		alpv1.HeldKind_HELD_KIND_COMMITMENT:          ledgerlog.HeldCommitment,
+		alpv1.HeldKind_HELD_KIND_CONFIDENTIAL_FIELDS: ledgerlog.HeldConfidentialFields,
+	}
+)
+
+// verdictsOf is the fields' verdicts as the ledger records them: pointer,
+// class, action and reasons; the free-text flag and DLP detectors stay in
+// the event (the reasons name a DLP refusal by its code).
+func verdictsOf(fs []*alpv1.FieldVerdict) []ledgerlog.FieldVerdict {
+	out := make([]ledgerlog.FieldVerdict, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, ledgerlog.FieldVerdict{Pointer: f.GetPointer(), Class: f.GetClass(),
+			Action: actionNames[f.GetAction()], Reasons: reasonsOf(f.GetReasons(), false)})
+	}
+	return out
+}
+
+// reasonsOf is the party, policy id and public code of each reason —
+// never its message, which is prose for people and may quote a rule.
+// withPointer keeps the field a message-level reason names.
+func reasonsOf(rs []*alpv1.Reason, withPointer bool) []ledgerlog.Reason {
+	var out []ledgerlog.Reason
+	for _, r := range rs {
+		lr := ledgerlog.Reason{Party: r.GetParty(), Policy: r.GetRule(), Code: r.GetCode()}
+		if withPointer {
+			lr.Pointer = r.GetField()
+		}
+		out = append(out, lr)
+	}
+	return out
 }
 
 // digest opens the envelope's body and computes the envelope digest. A

@@ -39,6 +39,18 @@ type Decision struct {
 	Combined Result
 	// Forwarded is the body as it left the sender side.
 	Forwarded []byte
+	// body is the decoded body as sent, which Body projects.
+	body any
+}
+
+// Body is the body with only the fields at pointers (each one that
+// crossed the sender side), free text as in replace: a trust class's view
+// or a held item's body, built without decoding the body again.
+func (d Decision) Body(pointers []string, replace map[string]string) ([]byte, error) {
+	if d.body == nil {
+		return Project(d.Forwarded, pointers, replace)
+	}
+	return projectValue(d.body, pointers, replace)
 }
 
 // Decide runs both stages of a message to a recipient on this broker: the
@@ -52,7 +64,7 @@ type Decision struct {
 // matches the schema, and checking it would refuse as invalid_body every
 // message the sender side only trimmed.
 func Decide(ctx context.Context, c Case) (Decision, error) {
-	fields, refused, err := checkBody(c.Message)
+	body, fields, refused, err := checkBody(c.Message)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -63,12 +75,12 @@ func Decide(ctx context.Context, c Case) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	d := Decision{Sender: s, Combined: s}
+	d := Decision{Sender: s, Combined: s, body: body}
 	if s.Outcome == Refuse {
 		return d, nil
 	}
 	allowed := s.Allowed()
-	fwd, err := Project(c.Message.Body, allowed, s.Normalized)
+	fwd, err := projectValue(body, allowed, s.Normalized)
 	if err != nil {
 		return Decision{}, fmt.Errorf("decision: forwarding the sender side's fields: %w", err)
 	}

@@ -205,23 +205,23 @@ func recipientSide(ctx context.Context, m Message, rel relationships.State, reci
 	return stage(ctx, m, rel, rules.Parties{RecipientOrg: recipientOrg, Recipient: recipient}, agentClasses, fields)
 }
 
-// checkBody validates the body against its type and lists its fields; a
-// non-nil Result is the refusal.
-func checkBody(m Message) ([]msgtypes.Field, *Result, error) {
+// checkBody validates the body against its type and lists its fields,
+// with the decoded body; a non-nil Result is the refusal.
+func checkBody(m Message) (any, []msgtypes.Field, *Result, error) {
 	if m.Type == nil {
 		r := refuse(CodeUnknownType)
-		return nil, &r, nil
+		return nil, nil, &r, nil
 	}
-	fields, err := m.Type.Check(m.Body)
+	v, fields, err := m.Type.CheckValue(m.Body)
 	if err != nil {
 		var ve msgtypes.ValidationErrors
 		if errors.As(err, &ve) {
 			r := refuse(CodeInvalidBody)
-			return nil, &r, nil
+			return nil, nil, &r, nil
 		}
-		return nil, nil, fmt.Errorf("decision: %s body: %w", m.Type.Name(), err)
+		return nil, nil, nil, fmt.Errorf("decision: %s body: %w", m.Type.Name(), err)
 	}
-	return fields, nil, nil
+	return v, fields, nil, nil
 }
 
 // stage runs one side; agentClasses is nil on the sender side. fields nil
@@ -232,7 +232,7 @@ func stage(ctx context.Context, m Message, rel relationships.State, sets rules.P
 	if fields == nil {
 		var refused *Result
 		var err error
-		if fields, refused, err = checkBody(m); refused != nil || err != nil {
+		if _, fields, refused, err = checkBody(m); refused != nil || err != nil {
 			if refused != nil {
 				return *refused, nil
 			}

@@ -21,6 +21,11 @@ func Project(body []byte, keep []string, replace map[string]string) ([]byte, err
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("decision: decoding the body: %w", err)
 	}
+	return projectValue(v, keep, replace)
+}
+
+// projectValue is Project of a decoded body.
+func projectValue(v any, keep []string, replace map[string]string) ([]byte, error) {
 	want := make(map[string]mark, 2*len(keep))
 	for _, p := range keep {
 		want[p] = kept

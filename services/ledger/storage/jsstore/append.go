@@ -183,6 +183,7 @@ func (s *Store) appendBatch(ctx context.Context, ls *logState, items []*pending)
 			// already in the log (the expectation held, so it is in the
 			// tree too).
 			s.m.duplicates.Inc()
+			ls.remember(round[0].msgID)
 			idx, _ := s.indexOfSeq(ctx, ls, first)
 			round[0].resolve(Result{Index: idx, Sequence: first, Duplicate: true}, nil)
 			s.touch(ls, 0) // the attempt that stored it may have died before signing
@@ -204,6 +205,7 @@ func (s *Store) appendBatch(ctx context.Context, ls *logState, items []*pending)
 					failAll(items, fmt.Errorf("ledger: applying leaf to %s: %w", ls.subject, aerr))
 					return
 				}
+				ls.remember(p.msgID)
 				p.resolve(Result{Index: uint64(t.size - 1), Sequence: first + uint64(i)}, nil)
 			}
 			s.m.appended.Add(float64(len(round)))
@@ -377,6 +379,7 @@ func (s *Store) resolveRedelivered(ctx context.Context, ls *logState, items []*p
 	err := s.scanSince(ctx, ls.subject, since.Add(-time.Minute), func(m *leafMsg) bool {
 		if p := want[m.msgID]; p != nil {
 			s.m.duplicates.Inc()
+			ls.remember(m.msgID)
 			p.resolve(Result{Index: m.index, Sequence: m.seq, Duplicate: true}, nil)
 			delete(want, m.msgID)
 			found = true

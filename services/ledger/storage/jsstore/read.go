@@ -158,6 +158,7 @@ func (s *Store) replay(ctx context.Context, ls *logState, from uint64, seen func
 			return false
 		}
 		s.m.replayed.Inc()
+		ls.remember(lm.msgID)
 		if seen != nil {
 			seen(lm)
 		}
@@ -183,6 +184,7 @@ func (s *Store) ensureLoaded(ctx context.Context, ls *logState) error {
 	}
 	t := newTree(ls.key)
 	ls.tree = t
+	ls.recent, ls.recentNext = [recentLeaves]uint64{}, 0
 	from := "rebuilt"
 	var err error
 	if !ls.rebuild {

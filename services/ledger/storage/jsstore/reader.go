@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/mod/sumdb/tlog"
@@ -268,4 +269,65 @@ func (s *Store) FindEnvelope(ctx context.Context, tenant, person, envelopeID str
 		end = start
 	}
 	return 0, nil, fmt.Errorf("%w: envelope %s is not in the log of %s/%s", storage.ErrInvalid, envelopeID, tenant, person)
+}
+
+// tailScan bounds the leaves HasLeafOf reads back from the end of a log:
+// a decision follows its envelope within a few leaves, and a check must
+// cost the same for a person who sends a thousand messages a minute.
+const tailScan = 64
+
+// HasLeafOf reports whether the person's log holds the leaf that source
+// caused (Request.SourceID of its append) among its last leaves: the
+// ledger's writer records a decision only after its envelope's entry. A
+// leaf this process appended or read recently is found in memory, without
+// I/O; otherwise the log is brought up to date and its last tailScan
+// leaves stored at or after since (stream time) are read. false means
+// "not among the last leaves": an older leaf is not looked for.
+func (s *Store) HasLeafOf(ctx context.Context, tenant, person, source string, since time.Time) (bool, error) {
+	msgID := MsgID(source)
+	ls, err := s.acquire(tenant, person)
+	if err != nil {
+		return false, err
+	}
+	ls.mu.Lock()
+	hit := ls.loaded && ls.remembers(msgID)
+	ls.mu.Unlock()
+	s.release(ls)
+	if hit {
+		return true, nil
+	}
+	found := false
+	err = s.withLog(ctx, tenant, person, func(ls *logState) error {
+		if ls.remembers(msgID) {
+			found = true
+			return nil
+		}
+		end := ls.tree.size
+		start := max(end-tailScan, 0)
+		if start == end {
+			return nil
+		}
+		seq, err := ls.tree.seqOf(ctx, kvGet(s.trees), start)
+		if err != nil {
+			return err
+		}
+		n := int64(0)
+		err = s.readFrom(ctx, ls.subject, seq, 0, func(m *jetstream.RawStreamMsg) bool {
+			n++
+			if !m.Time.Before(since) {
+				if lm, err := decodeLeaf(m); err == nil && lm.msgID == msgID {
+					found = true
+				}
+			}
+			return !found && start+n < end
+		})
+		if err != nil {
+			return fmt.Errorf("ledger: looking for the leaf of %s in %s: %w", source, ls.subject, err)
+		}
+		return nil
+	})
+	if errors.Is(err, storage.ErrNoLog) {
+		return false, nil
+	}
+	return found, err
 }

@@ -64,6 +64,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"time"
@@ -287,6 +288,41 @@ type logState struct {
 	// Under Store.mu.
 	el   *list.Element
 	refs int
+
+	// recent are the message ids of the last leaves found in the log
+	// (applied to the tree, or recognised as stored by an earlier
+	// attempt), a ring under mu: HasLeafOf answers from it without reading
+	// the stream when the leaf is one of them.
+	recent     [recentLeaves]uint64
+	recentNext int
+}
+
+// recentLeaves is how many leaf message ids a log remembers: a decision
+// follows its envelope's entry within a few leaves.
+const recentLeaves = 64
+
+// remember records the message id of a leaf found in the log, as a 64-bit
+// hash: 512 bytes per log in memory (a false match among 64 is a chance of
+// one in 2^58).
+func (ls *logState) remember(msgID string) {
+	ls.recent[ls.recentNext%recentLeaves] = recentHash(msgID)
+	ls.recentNext++
+}
+
+func (ls *logState) remembers(msgID string) bool {
+	h := recentHash(msgID)
+	for i := range min(ls.recentNext, recentLeaves) {
+		if ls.recent[i] == h {
+			return true
+		}
+	}
+	return false
+}
+
+func recentHash(msgID string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(msgID))
+	return h.Sum64()
 }
 
 // acquire returns the person's log state, pinned in memory until release.
