@@ -77,6 +77,8 @@ bench:
 	# every write fsynced (the default), then fsynced together each second.
 	ALPD_LOAD=1 $(GO) test -count=1 -run '^TestGovernedSendLatency$$' -v ./test/e2e/
 	ALPD_LOAD=1 ALPD_LOAD_SYNC_INTERVAL=1s $(GO) test -count=1 -run '^TestGovernedSendLatency$$' -v ./test/e2e/
+	# Policy's throughput in split mode with one and two worker processes.
+	ALPD_LOAD=1 $(GO) test -count=1 -run '^TestPolicyThroughput$$' -v ./test/e2e/
 
 # The demo: start alpd all-in-one on the embedded NATS, show it healthy with
 # its streams, stop it.

@@ -234,8 +234,9 @@ func TestSplitMode(t *testing.T) {
 // startSplit makes the certificates, the NATS configuration and the
 // operator token with alpctl, starts nats-server and the six services, and
 // waits until every service is ready and dialled with the operator's
-// certificate.
-func startSplit(t *testing.T, b bins) *splitCluster {
+// certificate. Each tweak may change a service's configuration (named by
+// service) before it is written, as an operator edits a file.
+func startSplit(t *testing.T, b bins, tweaks ...func(service string, conf map[string]any)) *splitCluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &splitCluster{
@@ -284,7 +285,11 @@ func startSplit(t *testing.T, b bins) *splitCluster {
 	c.env = hermeticEnv("ALPD_KEK=" + base64.StdEncoding.EncodeToString(kek))
 	for _, s := range c.svcs {
 		s.configFile = filepath.Join(dir, s.name+".yaml")
-		writeYAML(t, s.configFile, c.config(s, s.name, c.dataDir))
+		conf := c.config(s, s.name, c.dataDir)
+		for _, tweak := range tweaks {
+			tweak(s.name, conf)
+		}
+		writeYAML(t, s.configFile, conf)
 	}
 	start := func(s *splitService) {
 		s.proc = startProc(t, "alpd "+s.name, b.alpd, c.env, s.name, "--config", s.configFile)
