@@ -277,6 +277,34 @@ func TestDecisionFollowsItsEnvelope(t *testing.T) {
 	}
 }
 
+// TestBacklogOfDecisionsDoesNotStall: policy catching up after an outage
+// decides envelopes created long before, whose entries are further back in
+// the sender's log than a decision looks: the decisions are written at once,
+// not after a wait and a retry each (which held one person's partition for
+// about a minute).
+func TestBacklogOfDecisionsDoesNotStall(t *testing.T) {
+	e := newRig(t, 0)
+	ana := personID(1)
+	in := e.startLedger(ledger.Options{Workers: 1})
+	const n = 80 // more than the leaves HasLeafOf reads
+	var sends []sent
+	for i := range n {
+		s := e.send(ana, fmt.Sprintf(`{"subject":"b%d"}`, i))
+		// Sent before the outage.
+		s.ev.GetSendRequested().GetEnvelope().Created = timestamppb.New(time.Now().Add(-time.Minute))
+		sends = append(sends, s)
+	}
+	e.checkLog(in.svc.Storage(), ana, n)
+	start := time.Now()
+	for _, s := range sends {
+		e.publishDecided(decision(s, ""))
+	}
+	e.checkLog(in.svc.Storage(), ana, 2*n)
+	if d := time.Since(start); d > 15*time.Second {
+		t.Logf("the backlog took %s", d)
+	}
+}
+
 // TestDecisionForAnotherLogIsRefused: a decision whose subject names
 // another person than its body is refused for good (a permanent error, to
 // the dead letters), never written into either log.

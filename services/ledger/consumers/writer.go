@@ -221,6 +221,14 @@ const orderDeliveries = 3
 // and waiting for it would only slow the catch-up down.
 const orderFresh = time.Minute
 
+// orderRace: only a decision made this soon after its envelope was
+// created can overtake the envelope's SendRequested on the way into the
+// ledger's queue (both are copied there within milliseconds). A decision
+// made later — policy catching up on a backlog after an outage — follows
+// an envelope whose entry was appended long ago, maybe further back than
+// HasLeafOf reads, and waiting for it would stall the person's partition.
+const orderRace = 10 * time.Second
+
 // orderSkew is how far the ledger stream's clock may trail the envelope's
 // creation time (ingress's clock) when looking for its entry.
 const orderSkew = 5 * time.Second
@@ -240,12 +248,12 @@ func (w *Writer) decided(ctx context.Context, d bus.Delivery, dec *alpv1.Decided
 		return err
 	}
 	occurred := eventTime(ev)
+	since := occurred
+	if c := env.GetCreated(); c != nil {
+		since = c.AsTime()
+	}
 	if cause := ev.GetHeader().GetCausationId(); cause != "" && time.Since(occurred) < orderFresh &&
-		(d.Metadata == nil || d.Metadata.NumDelivered < orderDeliveries) {
-		since := occurred
-		if c := env.GetCreated(); c != nil {
-			since = c.AsTime()
-		}
+		occurred.Sub(since) < orderRace && (d.Metadata == nil || d.Metadata.NumDelivered < orderDeliveries) {
 		if err := w.awaitEnvelope(ctx, tenant, person, cause, since.Add(-orderSkew)); err != nil {
 			return fmt.Errorf("decision %s on envelope %s: %w", ev.GetHeader().GetEventId(), env.GetId(), err)
 		}
