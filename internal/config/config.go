@@ -72,7 +72,15 @@ type Config struct {
 	Ops      Ops      `yaml:"ops"`
 	Identity Identity `yaml:"identity"`
 	NLIP     NLIP     `yaml:"nlip"`
+	Policy   Policy   `yaml:"policy"`
 	Ledger   Ledger   `yaml:"ledger"`
+}
+
+// Policy tunes the policy workers (docs/policy.md).
+type Policy struct {
+	// Workers is the number of concurrent decision loops in this process,
+	// all on the one consumer the policy processes share.
+	Workers int `yaml:"workers"`
 }
 
 // Broker names this broker and the domains it is home for.
@@ -375,6 +383,7 @@ func Default() Config {
 			WSReadTimeout: 30 * time.Second, WSMaxPerAgent: 8, WSMaxPerPerson: 32, WSReadBufferBytes: 16 << 20,
 			NMPHaltPercent: 95,
 		},
+		Policy: Policy{Workers: 2},
 		Ledger: Ledger{Workers: 2, MaxBatch: 500, MaxTrees: 4096, CheckpointInterval: 100 * time.Millisecond,
 			CheckpointEvery: 1000, SecretsCacheTTL: 30 * time.Second,
 			MaxExports: 4, MaxExportsPerPerson: 1, ExportWriteTimeout: 30 * time.Second},

@@ -255,6 +255,8 @@ func TestValidateRules(t *testing.T) {
 		{"grpc peer bad addr", func(c *Config) { c.GRPC.Peers = map[string]string{"ledger": "ledger"} }, "config: grpc.peers.ledger:", ""},
 		{"grpc peer no host", func(c *Config) { c.GRPC.Peers = map[string]string{"ledger": ":9091"} }, "config: grpc.peers.ledger: \":9091\" has no host", ""},
 		{"grpc peer port 0", func(c *Config) { c.GRPC.Peers = map[string]string{"ledger": "h:0"} }, "config: grpc.peers.ledger:", ""},
+		{"policy workers 0", func(c *Config) { c.Policy.Workers = 0 }, "config: policy.workers: 0 is out of range 1 to 64", ""},
+		{"policy workers 65", func(c *Config) { c.Policy.Workers = 65 }, "config: policy.workers: 65 is out of range 1 to 64", ""},
 		{"keystore backend", func(c *Config) { c.Keystore.Backend = "vault" }, `config: keystore.backend: "vault" is not supported`, ""},
 		{"keystore two kek sources", func(c *Config) {
 			c.Keystore.KEKFile = kek

@@ -57,6 +57,7 @@ type fileConfig struct {
 	Ops      Ops          `yaml:"ops"`
 	Identity fileIdentity `yaml:"identity"`
 	NLIP     fileNLIP     `yaml:"nlip"`
+	Policy   Policy       `yaml:"policy"`
 	Ledger   fileLedger   `yaml:"ledger"`
 }
 
@@ -222,7 +223,7 @@ func toFile(c Config) fileConfig {
 	f := fileConfig{
 		Broker: c.Broker, DataDir: c.DataDir, HTTP: c.HTTP.file(), NATS: c.NATS,
 		GRPC: c.GRPC, Keystore: c.Keystore, Log: c.Log, Ops: c.Ops, Identity: c.Identity.file(),
-		NLIP: c.NLIP.file(), Ledger: c.Ledger.file(),
+		NLIP: c.NLIP.file(), Policy: c.Policy, Ledger: c.Ledger.file(),
 		Bus: fileBus{
 			Duplicates:  duration(c.Bus.Duplicates),
 			EventMaxAge: duration(c.Bus.EventMaxAge),
@@ -246,7 +247,7 @@ func (f fileConfig) config() Config {
 	return Config{
 		Broker: f.Broker, DataDir: f.DataDir, HTTP: f.HTTP.config(), NATS: f.NATS,
 		GRPC: f.GRPC, Keystore: f.Keystore, Log: f.Log, Ops: f.Ops, Identity: f.Identity.config(),
-		NLIP: f.NLIP.config(), Ledger: f.Ledger.config(),
+		NLIP: f.NLIP.config(), Policy: f.Policy, Ledger: f.Ledger.config(),
 		Bus: Bus{
 			Duplicates:  time.Duration(f.Bus.Duplicates),
 			EventMaxAge: time.Duration(f.Bus.EventMaxAge),

@@ -236,6 +236,9 @@ func (c *Config) validate() []fieldError {
 	}
 	c.validateHTTP(bad)
 	c.validateNLIP(bad)
+	if w := c.Policy.Workers; w < 1 || w > 64 {
+		bad("policy.workers", "%d is out of range 1 to 64", w)
+	}
 	c.validateLedger(bad)
 	c.validateDCR(bad)
 	if c.Ops.TraceBurst < 1 || c.Ops.TraceBurst > 100 {
