@@ -115,8 +115,9 @@ func TestPolicyThroughput(t *testing.T) {
 }
 
 // loadConfig is the operator's configuration for the load test: Lee can
-// sign in too, and ingress answers pending quickly and does not rate-limit
-// one agent's backlog.
+// sign in too, ingress answers pending quickly and does not rate-limit one
+// agent's backlog, and each policy process runs one decision loop, so the
+// test compares processes.
 func loadConfig(service string, conf map[string]any) {
 	switch service {
 	case "identity":
@@ -134,6 +135,8 @@ func loadConfig(service string, conf map[string]any) {
 			"person_per_minute": 6_000_000, "person_burst": 1_000_000,
 			"tenant_per_minute": 60_000_000, "tenant_burst": 1_000_000,
 		}
+	case "policy":
+		conf["policy"] = map[string]any{"workers": 1}
 	}
 }
 
