@@ -74,30 +74,13 @@ const policyPushBody = 2*rules.DefaultMaxBytes + 4<<10
 // set through policy's PushRuleSet, here in the process (gRPC in memory),
 // so the push needs a process that runs policy.
 func (b *Broker) policyPush(w http.ResponseWriter, r *http.Request, operator string) {
-	if !b.Runs("policy") {
-		httpjson.WriteError(w, httpjson.Errorf(http.StatusServiceUnavailable, "policy_unavailable",
-			"this process does not run policy: push to one that does"))
-		return
-	}
 	var in PolicyPushRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			httpjson.WriteError(w, httpjson.Errorf(http.StatusRequestEntityTooLarge, httproute.CodeBodyTooLarge, "the request body exceeds %d bytes", mb.Limit))
-			return
-		}
-		httpjson.WriteError(w, httpjson.Errorf(http.StatusBadRequest, "invalid_request", "the body must be {tenant, party, owner, text, expect_version}: %v", err))
-		return
-	}
-	conn, err := b.Client(alpv1.Role_ROLE_POLICY)
-	if err != nil {
-		httpjson.WriteError(w, httpjson.Errorf(http.StatusServiceUnavailable, "policy_unavailable", "%v", err))
+	client, ok := b.policyRequest(w, r, &in, "{tenant, party, owner, text, expect_version}")
+	if !ok {
 		return
 	}
 	ctx := metadata.AppendToOutgoingContext(r.Context(), policy.OperatorMetadata, operator)
-	res, err := policyv1.NewPolicyServiceClient(conn).PushRuleSet(ctx, &policyv1.PushRuleSetRequest{
+	res, err := client.PushRuleSet(ctx, &policyv1.PushRuleSetRequest{
 		Tenant: in.Tenant, Party: in.Party, Owner: in.Owner, Text: in.Text, ExpectVersion: in.ExpectVersion})
 	if err != nil {
 		httpjson.WriteError(w, pushError(err))
@@ -137,4 +120,33 @@ func pushError(err error) *httpjson.Error {
 		return &httpjson.Error{Status: http.StatusServiceUnavailable, Code: "policy_unavailable", Message: st.Message(), RetryAfter: 1}
 	}
 	return &httpjson.Error{Status: http.StatusInternalServerError, Code: httpjson.CodeInternal, Message: "the push failed", Cause: err}
+}
+
+// policyRequest starts an operator's request to policy, which runs here in
+// the process (gRPC in memory): it decodes the JSON body into in, strictly
+// (shape names its members for the error), and answers policy's client;
+// false means the error has been written.
+func (b *Broker) policyRequest(w http.ResponseWriter, r *http.Request, in any, shape string) (policyv1.PolicyServiceClient, bool) {
+	if !b.Runs("policy") {
+		httpjson.WriteError(w, httpjson.Errorf(http.StatusServiceUnavailable, "policy_unavailable",
+			"this process does not run policy: send this to one that does"))
+		return nil, false
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(in); err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			httpjson.WriteError(w, httpjson.Errorf(http.StatusRequestEntityTooLarge, httproute.CodeBodyTooLarge, "the request body exceeds %d bytes", mb.Limit))
+			return nil, false
+		}
+		httpjson.WriteError(w, httpjson.Errorf(http.StatusBadRequest, "invalid_request", "the body must be %s: %v", shape, err))
+		return nil, false
+	}
+	conn, err := b.Client(alpv1.Role_ROLE_POLICY)
+	if err != nil {
+		httpjson.WriteError(w, httpjson.Errorf(http.StatusServiceUnavailable, "policy_unavailable", "%v", err))
+		return nil, false
+	}
+	return policyv1.NewPolicyServiceClient(conn), true
 }

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 
@@ -12,7 +11,6 @@ import (
 	policyv1 "github.com/alpd-project/alpd/gen/alp/policy/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/httpjson"
-	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/nlip"
 )
 
@@ -79,34 +77,16 @@ type PolicyHeld struct {
 // policyCheck serves POST /v1/ops/policy/check through policy's DryRun,
 // here in the process, like policyPush.
 func (b *Broker) policyCheck(w http.ResponseWriter, r *http.Request, operator string) {
-	if !b.Runs("policy") {
-		httpjson.WriteError(w, httpjson.Errorf(http.StatusServiceUnavailable, "policy_unavailable",
-			"this process does not run policy: ask one that does"))
-		return
-	}
 	var in PolicyCheckRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			httpjson.WriteError(w, httpjson.Errorf(http.StatusRequestEntityTooLarge, httproute.CodeBodyTooLarge, "the request body exceeds %d bytes", mb.Limit))
-			return
-		}
-		httpjson.WriteError(w, httpjson.Errorf(http.StatusBadRequest, "invalid_request",
-			"the body must be {tenant, from, trust_class, to, type, body, recipient_agents}: %v", err))
+	client, ok := b.policyRequest(w, r, &in, "{tenant, from, trust_class, to, type, body, recipient_agents}")
+	if !ok {
 		return
 	}
 	if len(in.Body) == 0 {
 		httpjson.WriteError(w, httpjson.Errorf(http.StatusBadRequest, "invalid_request", "body: the message body is required"))
 		return
 	}
-	conn, err := b.Client(alpv1.Role_ROLE_POLICY)
-	if err != nil {
-		httpjson.WriteError(w, httpjson.Errorf(http.StatusServiceUnavailable, "policy_unavailable", "%v", err))
-		return
-	}
-	res, err := policyv1.NewPolicyServiceClient(conn).DryRun(r.Context(), &policyv1.DryRunRequest{
+	res, err := client.DryRun(r.Context(), &policyv1.DryRunRequest{
 		Tenant: in.Tenant, From: in.From, TrustClass: in.TrustClass, To: in.To, Type: in.Type, Body: in.Body,
 		RecipientAgentClasses: in.RecipientAgents})
 	if err != nil {
