@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # make demo: start alpd all-in-one on its embedded NATS in a scratch data
-# directory, show every service ready with its streams; ana signs in, gives
-# an agent a token, the agent sends an ALP message over NLIP, and her ledger
-# is exported and verified; then stop alpd with SIGTERM and check it stopped
-# cleanly.
+# directory, show every service ready with its streams; ana signs in and
+# gives an agent a token; the agent writes to lee over NLIP: refused while
+# they are strangers, a connection request held for lee, who accepts on his
+# web session, then a meeting request decided field by field; ana's ledger
+# is exported and verified; then stop alpd with SIGTERM and check it
+# stopped cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=./bin
@@ -22,6 +24,7 @@ identity:
     enabled: true
     users:
       - {username: ana, password: ana-demo, roles: [alp.admin]}
+      - {username: lee, password: lee-demo}
 YAML
 
 echo "== starting alpd (all six services, embedded NATS, test IdP, data in $DATA)"
@@ -49,14 +52,48 @@ PAT=$(curl -sf -b "$JAR" -H "X-CSRF-Token: $CSRF" -H "Origin: http://127.0.0.1:$
 	sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
 echo "token: ${PAT:0:14}…"
 echo
-echo "== the agent asks, in NLIP, to send bo@other.example a meeting request"
-SEND='{"messagetype":"alp:meeting.request/v1","format":"text","subformat":"english","content":"Ask Bo for a planning meeting",
- "submessages":[{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"},
-  {"label":"alp.body","format":"structured","subformat":"json","content":{"title":"Planning","minutes":30}},
-  {"format":"token","subformat":"idempotency","content":"demo-1"}]}'
-curl -s -H "Authorization: Bearer $PAT" -H 'Content-Type: application/json' -d "$SEND" "http://127.0.0.1:$PORT/nlip/"
+echo "== lee, a colleague, has signed in once too (so alpd knows his address)"
+LJAR="$DATA/lee-cookies"
+curl -sfL -c "$LJAR" -b "$LJAR" -o /dev/null "http://127.0.0.1:$PORT/signin?tenant=example.org&login_hint=lee&return=/healthz"
+LCSRF=$(curl -sf -b "$LJAR" "http://127.0.0.1:$PORT/signin/session" | sed -n 's/.*"csrf":"\([^"]*\)".*/\1/p')
 echo
-echo "(no policy rule allows it yet, so alpd refuses by default and says why)"
+# send TYPE BODY KEY: ana's agent sends lee a typed message over NLIP and
+# prints alpd's answer (the sentence; the JSON beside it carries every
+# field's verdict).
+send() {
+	local msg='{"messagetype":"alp:'"$1"'","format":"text","subformat":"english","content":"from ana'"'"'s agent",
+ "submessages":[{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:lee@example.org"},
+  {"label":"alp.body","format":"structured","subformat":"json","content":'"$2"'},
+  {"format":"token","subformat":"idempotency","content":"'"$3"'"}]}'
+	curl -s -H "Authorization: Bearer $PAT" -H 'Content-Type: application/json' -d "$msg" "http://127.0.0.1:$PORT/nlip/" |
+		sed -n 's/^{"format":"text","subformat":"english","content":"\(\([^"\\]\|\\.\)*\)".*/  alpd: \1/p'
+}
+MEETING='{"subject":"Q3 planning","start":"2026-05-04T10:00:00-04:00","duration":"PT30M","attendees":["ana@example.org","lee@example.org"],"agenda":["numbers","hiring"]}'
+
+echo "== ana's agent asks to send lee@example.org a meeting request: they are strangers"
+send meeting.request/v1 "$MEETING" demo-1
+echo
+echo "== so it asks lee to connect: the request is held for lee, never given to his agents"
+send connection.request/v1 '{"purpose":"introduction","message":"Ana here, about the Q3 plan."}' demo-2
+echo
+echo "== lee looks at his connections page, sees the request waiting, and accepts it"
+CONN=""
+for _ in $(seq 1 50); do
+	CONN=$(curl -sf -b "$LJAR" "http://127.0.0.1:$PORT/v1/connections" | sed -n 's/.*"pending":\[{"id":"\([^"]*\)".*/\1/p')
+	[ -n "$CONN" ] && break
+	sleep 0.1
+done
+[ -n "$CONN" ] || { echo "lee has no pending connection request"; exit 1; }
+echo "  pending: $CONN"
+curl -sf -b "$LJAR" -H "X-CSRF-Token: $LCSRF" -H "Origin: http://127.0.0.1:$PORT" -X POST \
+	"http://127.0.0.1:$PORT/v1/connections/$CONN/accept" | sed -n 's/.*"state":"\([^"]*\)".*/  connection: \1/p'
+echo
+echo "== the meeting request again: it crosses field by field (lee never opted in to free text,"
+echo "   so the subject and the agenda stay with ana)"
+sleep 0.3 # policy's projection picks lee's answer up from its stream
+ANSWER=$(send meeting.request/v1 "$MEETING" demo-3)
+echo "$ANSWER"
+case "$ANSWER" in *"delivered 4 of 7 fields"*) ;; *) echo "expected the meeting request delivered in part"; exit 1 ;; esac
 echo
 echo "== ana's ledger: the agent exports it and alpctl verifies it (tree, leaves, signed checkpoint)"
 # export_ledger N waits until the log has N entries under a signed
@@ -71,13 +108,13 @@ export_ledger() {
 	done
 	echo "the ledger did not sign a checkpoint of $1 entries"; exit 1
 }
-export_ledger 1
+# Each send is two entries: the request and policy's decision.
+export_ledger 6
 "$BIN/alpctl" ledger verify "$DATA/ledger.jsonl" --state "$DATA/alpctl-ledgers.json"
 echo
 echo "== a second message; alpctl remembers the checkpoint it saw and demands the log only grew"
-curl -s -o /dev/null -H "Authorization: Bearer $PAT" -H 'Content-Type: application/json' \
-	-d "${SEND/demo-1/demo-2}" "http://127.0.0.1:$PORT/nlip/"
-export_ledger 2
+send meeting.request/v1 "$MEETING" demo-4 >/dev/null
+export_ledger 8
 "$BIN/alpctl" ledger verify "$DATA/ledger.jsonl" --state "$DATA/alpctl-ledgers.json"
 echo
 echo "== the agents' authorization server (RFC 8414 metadata)"
