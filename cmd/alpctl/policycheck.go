@@ -33,7 +33,7 @@ func policyCheckCmd(ctx context.Context, base *url.URL, args []string, stdout, s
 	to := fs.String("to", "", "the recipient's address (required)")
 	typ := fs.String("type", "", "the message type, e.g. meeting.request/v1 (required)")
 	class := fs.String("trust-class", "consumer", "the sending agent's trust class: consumer or company")
-	agents := fs.String("recipient-agents", "", "the recipient's agents' trust classes, comma-separated (default: both)")
+	agents := fs.String("recipient-agents", "", "the recipient's agents' trust classes, comma-separated (default: the recipient's agents as identity records them)")
 	token := fs.String("operator-token", "", "operator token (default: env ALPCTL_OPERATOR_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -210,6 +210,7 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 			ts.byRefresh[h] = g.ID
 		}
 		ts.grants[g.ID] = g
+		ts.grantsOf[g.PersonID] = append(ts.grantsOf[g.PersonID], g)
 
 	case *alpv1.Event_RefreshTokenRotated:
 		e := b.RefreshTokenRotated
@@ -252,10 +253,12 @@ func (s *Store) apply(subject string, ev *alpv1.Event) error {
 		if h.IsZero() {
 			return fmt.Errorf("no token hash")
 		}
-		ts.pats[e.GetPatId()] = &PAT{
+		p := &PAT{
 			Tenant: tenant, ID: e.GetPatId(), PersonID: e.GetPersonId(), Name: e.GetName(), TokenSHA256: h,
 			Scopes: slices.Clone(e.GetScopes()), Expires: e.GetExpires().AsTime(), Issued: occurred,
 		}
+		ts.pats[p.ID] = p
+		ts.patsOf[p.PersonID] = append(ts.patsOf[p.PersonID], p)
 		ts.byPATHash[h] = e.GetPatId()
 
 	case *alpv1.Event_PersonalAccessTokenRevoked:

@@ -205,6 +205,11 @@ type tenantState struct {
 	byRefresh map[Hash]string    // every generation's hash → grant id
 	pats      map[string]*PAT    // by id
 	byPATHash map[Hash]string    // token hash → pat id
+	// A person's grants and tokens by person id (ever issued; AgentClasses
+	// skips the void ones), so a question about one person's agents does
+	// not walk the tenant's.
+	grantsOf map[string][]*Grant
+	patsOf   map[string][]*PAT
 	// unusedDynamic counts the PUBLIC_DCR clients never used (clients.go).
 	unusedDynamic int
 }
@@ -219,6 +224,8 @@ func newTenantState(domain string) *tenantState {
 		byRefresh: map[Hash]string{},
 		pats:      map[string]*PAT{},
 		byPATHash: map[Hash]string{},
+		grantsOf:  map[string][]*Grant{},
+		patsOf:    map[string][]*PAT{},
 	}
 }
 

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 
 	"github.com/alpd-project/alpd/internal/personmap"
 )
@@ -232,4 +235,44 @@ func (s *Store) PATRevoked(tenant, patID string, now time.Time) (bool, string) {
 		return true, "person's agents revoked: " + person.AgentsRevokedReason
 	}
 	return false, ""
+}
+
+// AgentClasses are the trust classes of the agents that may act for the
+// person at now, sorted (company before consumer) and without repeats:
+// each live grant's class, and consumer for a live personal access token.
+// Empty when the person has no agent; ErrNotFound for an unknown person.
+// Policy asks it to know which views a recipient's agents take.
+func (s *Store) AgentClasses(tenant, personID string, now time.Time) ([]alpv1.TrustClass, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return nil, err
+	}
+	s.f.RLock()
+	defer s.f.RUnlock()
+	if p := ts.persons[personID]; p == nil || p.erased {
+		return nil, fmt.Errorf("%w: person %q", ErrNotFound, personID)
+	}
+	var out []alpv1.TrustClass
+	add := func(c alpv1.TrustClass) {
+		if c != alpv1.TrustClass_TRUST_CLASS_UNSPECIFIED && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	for _, g := range ts.grantsOf[personID] {
+		if ts.voidReason(g, now) == "" {
+			add(g.Class)
+		}
+	}
+	for _, p := range ts.patsOf[personID] {
+		if !p.Revoked && now.Before(p.Expires) {
+			if before := ts.persons[personID].AgentsRevokedBefore; before.IsZero() || p.Issued.After(before) {
+				add(alpv1.TrustClass_TRUST_CLASS_CONSUMER)
+			}
+		}
+	}
+	slices.Sort(out)
+	if out == nil {
+		out = []alpv1.TrustClass{}
+	}
+	return out, nil
 }

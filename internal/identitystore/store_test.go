@@ -1011,3 +1011,44 @@ func TestHash(t *testing.T) {
 		t.Errorf("short hash: %v", err)
 	}
 }
+
+// TestAgentClasses: a person's agents' trust classes follow their live
+// grants and tokens: none at first, consumer with a personal access token,
+// company and consumer with a company client's grant, consumer again once
+// that grant is revoked, none once all the person's agents are revoked.
+func TestAgentClasses(t *testing.T) {
+	t.Parallel()
+	e := newRig(t)
+	s := e.open(t)
+	ctx := ctxT(t)
+	w := setupWorld(t, s)
+	classes := func(want ...alpv1.TrustClass) {
+		t.Helper()
+		got, err := s.AgentClasses(tenant, w.person.ID, time.Now())
+		if err != nil || !slices.Equal(got, want) || got == nil {
+			t.Fatalf("AgentClasses = %v, %v; want %v", got, err, want)
+		}
+	}
+	classes()
+	if _, err := s.IssuePAT(ctx, PATSpec{Tenant: tenant, PersonID: w.person.ID, Name: "p", TokenSHA256: HashSecret(randomHex()), Expires: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	classes(alpv1.TrustClass_TRUST_CLASS_CONSUMER)
+	g, err := s.IssueGrant(ctx, GrantSpec{Tenant: tenant, PersonID: w.person.ID, ClientID: w.company.ID, AgentID: "agent-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes(alpv1.TrustClass_TRUST_CLASS_COMPANY, alpv1.TrustClass_TRUST_CLASS_CONSUMER)
+	if err := s.RevokeGrant(ctx, tenant, g.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	classes(alpv1.TrustClass_TRUST_CLASS_CONSUMER)
+	time.Sleep(10 * time.Millisecond) // the revocation is after the token's issue
+	if err := s.RevokePersonAgents(ctx, tenant, w.person.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	classes()
+	if _, err := s.AgentClasses(tenant, "p_nobody", time.Now()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an unknown person: %v", err)
+	}
+}

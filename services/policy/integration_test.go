@@ -297,12 +297,13 @@ func TestAcrossTenantsConfidentialEgress(t *testing.T) {
 		t.Fatalf("the confidential figure: %v", f)
 	}
 	d := r.deliverable(t, r.kim, res.EnvelopeID)
-	v := r.view(t, d, "company")
+	// Kim's only agent is consumer-class: the consumer view is the one made.
+	v := r.view(t, d, "consumer")
 	if _, ok := v["figures"]; ok {
 		t.Fatalf("withheld figures crossed: %v", v)
 	}
 	if v["as_of"] != "2026-04-01T09:00:00+02:00" {
-		t.Fatalf("kim's company view %v", v)
+		t.Fatalf("kim's consumer view %v", v)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	nmpv1 "github.com/alpd-project/alpd/gen/alp/nmp/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
@@ -130,6 +131,11 @@ func (st *state) evaluate(ctx context.Context, sender side, agent rules.Agent, t
 	ev.senderRel, ev.recipientRel = senderRel, recipientRel
 
 	if recipient.local() {
+		if recipientAgentClasses == nil {
+			if recipientAgentClasses, err = st.agentClasses(recipient); err != nil {
+				return ev, err
+			}
+		}
 		ev.d, err = decision.Decide(ctx, decision.Case{Message: msg, SenderRelationship: senderRel,
 			RecipientRelationship: recipientRel, Sets: sets, RecipientAgentClasses: recipientAgentClasses})
 	} else {
@@ -310,6 +316,26 @@ func (st *state) relationships(sender, recipient side) (senderRel, recipientRel 
 		senderRel = recipientRel
 	}
 	return senderRel, recipientRel, nil
+}
+
+// agentClasses are the trust classes of the recipient's agents as
+// identity records them now (live grants and tokens): they decide which
+// views are made and whether confidential fields wait for the person.
+func (st *state) agentClasses(recipient side) ([]string, error) {
+	cs, err := st.people.AgentClasses(recipient.tenant, recipient.personID, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("policy: the recipient's agents: %w", err)
+	}
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		switch c {
+		case alpv1.TrustClass_TRUST_CLASS_COMPANY:
+			out = append(out, rules.TrustCompany)
+		case alpv1.TrustClass_TRUST_CLASS_CONSUMER:
+			out = append(out, rules.TrustConsumer)
+		}
+	}
+	return out, nil
 }
 
 // rulesInvalidError is a stored set that no longer validates against the

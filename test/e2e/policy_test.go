@@ -142,6 +142,7 @@ func TestPolicyBetweenPeople(t *testing.T) {
 	lee := signIn(t, addr, splitTenant, "lee")
 	kim := signIn(t, addr, partnerTenant, "kim")
 	pat := ana.pat(t, "alp.send", "alp.read")
+	lee.pat(t, "alp.read") // lee's agent: the views are made for its class (consumer)
 	js := natsOf(t, natsAddr)
 	deliverable := func(recipient *webSession, id string) *alpv1.Deliverable {
 		t.Helper()
@@ -181,6 +182,9 @@ func TestPolicyBetweenPeople(t *testing.T) {
 	d := deliverable(lee, a.EnvelopeID)
 	if d.GetOutcome() != alpv1.Outcome_OUTCOME_DELIVER_PARTIAL || d.GetRecipientPersonId() != lee.personID || d.GetSenderPersonId() != ana.personID {
 		t.Fatalf("lee's deliverable: %v", d)
+	}
+	if len(d.GetViews()) != 1 || d.GetViews()[0].GetTrustClass() != "consumer" {
+		t.Errorf("lee's agent is consumer-class (a PAT): views %v", d.GetViews())
 	}
 	for _, v := range d.GetViews() {
 		if slices.Contains(v.GetPointers(), "/subject") || !slices.Contains(v.GetPointers(), "/start") || v.GetBody() == nil {

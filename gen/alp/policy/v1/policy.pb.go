@@ -417,8 +417,8 @@ type DryRunRequest struct {
 	Type string `protobuf:"bytes,5,opt,name=type" json:"type,omitempty"`
 	// The body, JSON.
 	Body []byte `protobuf:"bytes,6,opt,name=body" json:"body,omitempty"`
-	// The recipient's agents' trust classes (consumer, company); empty:
-	// both, as the worker assumes.
+	// The recipient's agents' trust classes (consumer, company); empty: the
+	// recipient's agents as identity records them, as the worker does.
 	RecipientAgentClasses []string `protobuf:"bytes,7,rep,name=recipient_agent_classes,json=recipientAgentClasses" json:"recipient_agent_classes,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
