@@ -46,6 +46,42 @@ func (s *Store) PersonByAddress(ctx context.Context, tenant, address string) (Pe
 	return s.Person(ctx, tenant, id)
 }
 
+// Roles are the app roles of the person with the id, from the projection
+// alone: unlike Person, no read of the person map, so a caller on a hot
+// path that knows the address already pays no round trip. ErrNotFound for
+// an unknown or erased person.
+func (s *Store) Roles(tenant, id string) ([]string, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return nil, err
+	}
+	s.f.RLock()
+	defer s.f.RUnlock()
+	p := ts.persons[id]
+	if p == nil || p.erased {
+		return nil, fmt.Errorf("%w: person %q", ErrNotFound, id)
+	}
+	return slices.Clone(p.Roles), nil
+}
+
+// OwnerOf is the id of the person the address belongs to now and their
+// roles: one read of the person map (PersonByAddress reads it twice more
+// for the account). ErrNotFound when nobody has the address.
+func (s *Store) OwnerOf(ctx context.Context, tenant, address string) (id string, roles []string, err error) {
+	if _, err := s.state(tenant); err != nil {
+		return "", nil, err
+	}
+	id, err = s.people.AddressOwner(ctx, tenant, address)
+	if errors.Is(err, personmap.ErrNotFound) {
+		return "", nil, fmt.Errorf("%w: no person has that address", ErrNotFound)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("identitystore: %w", err)
+	}
+	roles, err = s.Roles(tenant, id)
+	return id, roles, err
+}
+
 // Person is the person with the id, with their address and account from
 // the person map. ErrNotFound (with ErrErased after erasure) when the
 // projection or the map does not know them: a person whose binding an

@@ -1052,3 +1052,28 @@ func TestAgentClasses(t *testing.T) {
 		t.Fatalf("an unknown person: %v", err)
 	}
 }
+
+// TestRolesAndOwnerOf: the projection-only lookups policy makes on every
+// decision answer what Person and PersonByAddress do.
+func TestRolesAndOwnerOf(t *testing.T) {
+	t.Parallel()
+	e := newRig(t)
+	s := e.open(t)
+	ctx := ctxT(t)
+	p, err := s.BindPerson(ctx, tenant, "https://idp.example", "sub-"+randomHex(), "lee@example.org", []string{"finance"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if roles, err := s.Roles(tenant, p.ID); err != nil || !slices.Equal(roles, []string{"finance"}) {
+		t.Fatalf("Roles = %v, %v", roles, err)
+	}
+	if id, roles, err := s.OwnerOf(ctx, tenant, "lee@example.org"); err != nil || id != p.ID || !slices.Equal(roles, []string{"finance"}) {
+		t.Fatalf("OwnerOf = %s %v %v", id, roles, err)
+	}
+	if _, _, err := s.OwnerOf(ctx, tenant, "nobody@example.org"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("OwnerOf an unknown address: %v", err)
+	}
+	if _, err := s.Roles(tenant, "p_nobody"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Roles of an unknown person: %v", err)
+	}
+}

@@ -55,14 +55,14 @@ func (s *Service) DryRun(ctx context.Context, req *policyv1.DryRunRequest) (*pol
 	if len(agents) == 0 {
 		agents = nil
 	}
-	p, err := st.people.PersonByAddress(ctx, tenant, from.String())
+	senderID, _, err := st.people.OwnerOf(ctx, tenant, from.String())
 	if errors.Is(err, identitystore.ErrNotFound) {
 		return nil, status.Errorf(codes.NotFound, "policy: no person of %s has the address %s", tenant, from)
 	} else if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "policy: %v", err)
 	}
-	ev, err := st.evaluate(ctx, side{tenant: tenant, address: from.String(), personID: p.ID},
-		rules.Agent{ID: dryRunAgent, Person: p.ID, TrustClass: class, Tenant: tenant},
+	ev, err := st.evaluate(ctx, side{tenant: tenant, address: from.String(), personID: senderID},
+		rules.Agent{ID: dryRunAgent, Person: senderID, TrustClass: class, Tenant: tenant},
 		req.GetTo(), req.GetType(), req.GetBody(), agents)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "policy: %v", err)

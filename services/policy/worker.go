@@ -94,13 +94,13 @@ func (st *state) evaluate(ctx context.Context, sender side, agent rules.Agent, t
 		ev.refused = &refusal{code, msg}
 		return ev, nil
 	}
-	person, err := st.people.Person(ctx, sender.tenant, sender.personID)
+	roles, err := st.people.Roles(sender.tenant, sender.personID)
 	if errors.Is(err, identitystore.ErrNotFound) {
 		return refuse(codeUnknownSender, "the sender is not known here (erased?)")
 	} else if err != nil {
 		return ev, fmt.Errorf("policy: sender: %w", err)
 	}
-	ev.sender.roles = person.Roles
+	ev.sender.roles = roles
 	sender = ev.sender
 
 	if ev.recipient, err = st.resolve(ctx, to); err != nil {
@@ -284,11 +284,9 @@ func (st *state) resolve(ctx context.Context, to string) (side, error) {
 	if !st.tenants.Hosts(a.Domain()) {
 		return out, nil
 	}
-	p, err := st.people.PersonByAddress(ctx, a.Domain(), a.String())
-	if err != nil {
+	if out.personID, out.roles, err = st.people.OwnerOf(ctx, a.Domain(), a.String()); err != nil {
 		return side{}, fmt.Errorf("policy: recipient: %w", err)
 	}
-	out.personID, out.roles = p.ID, p.Roles
 	return out, nil
 }
 
