@@ -179,6 +179,15 @@ func call(ctx context.Context, method string, u *url.URL, token string, body []b
 
 // problemText is an error answer's code and detail (httpjson.Problem), or
 // the body as it came when it is not a problem.
+// refusedExit is the exit code of an operator command the broker refused:
+// 3 when the operator's token was (401, or its rate limit: 429), 1 otherwise.
+func refusedExit(resp *http.Response) int {
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusTooManyRequests {
+		return 3
+	}
+	return 1
+}
+
 func problemText(body []byte) string {
 	var p httpjson.Problem
 	if json.Unmarshal(body, &p) == nil && p.Code != "" {

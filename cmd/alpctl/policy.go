@@ -66,10 +66,7 @@ func policyCmd(ctx context.Context, base *url.URL, args []string, stdout, stderr
 	}
 	if resp.StatusCode != http.StatusOK {
 		printPushRefusal(stderr, file, resp, answer)
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusTooManyRequests {
-			return 3
-		}
-		return 1
+		return refusedExit(resp)
 	}
 	var res broker.PolicyPushResult
 	if err := json.Unmarshal(answer, &res); err != nil {

@@ -14,7 +14,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/alpd-project/alpd/broker"
-	"github.com/alpd-project/alpd/internal/httpjson"
 )
 
 const policyCheckUsage = "usage: alpctl policy check --tenant T --from ADDRESS --to ADDRESS --type TYPE [--trust-class consumer|company] [--recipient-agents consumer,company] [--operator-token T] BODY.json (- for stdin)"
@@ -71,16 +70,8 @@ func policyCheckCmd(ctx context.Context, base *url.URL, args []string, stdout, s
 		return 1
 	}
 	if resp.StatusCode != http.StatusOK {
-		var p httpjson.Problem
-		if json.Unmarshal(answer, &p) == nil && p.Code != "" {
-			fmt.Fprintf(stderr, "alpctl: check refused (%s): %s: %s\n", resp.Status, p.Code, p.Detail)
-		} else {
-			fmt.Fprintf(stderr, "alpctl: check refused (%s): %s\n", resp.Status, answer)
-		}
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusTooManyRequests {
-			return 3
-		}
-		return 1
+		fmt.Fprintf(stderr, "alpctl: check refused (%s): %s\n", resp.Status, problemText(answer))
+		return refusedExit(resp)
 	}
 	var res broker.PolicyCheckResult
 	if err := json.Unmarshal(answer, &res); err != nil {

@@ -42,10 +42,7 @@ func traceCmd(ctx context.Context, base *url.URL, args []string, stdout, stderr 
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			fmt.Fprintf(stderr, "alpctl: retry after %ss\n", ra)
 		}
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusTooManyRequests {
-			return 3
-		}
-		return 1
+		return refusedExit(resp)
 	}
 	var res broker.TraceResult
 	if err := json.Unmarshal(body, &res); err != nil {
