@@ -41,16 +41,10 @@ type side struct {
 
 func (s side) local() bool { return s.personID != "" }
 
+// rulesSide is s as the entity model names it. The organization is the
+// address's domain, which is the tenant: a tenant is its domain.
 func (s side) rulesSide() rules.Side {
-	return rules.Side{Address: s.address, Tenant: s.tenant, Org: domainOf(s.address), Roles: s.roles}
-}
-
-func domainOf(address string) string {
-	a, err := alp.ParseAddress(address)
-	if err != nil {
-		return ""
-	}
-	return a.Domain()
+	return rules.Side{Address: s.address, Tenant: s.tenant, Org: s.tenant, Roles: s.roles}
 }
 
 // party is how the relationships store names s, seen from a person of
