@@ -16,8 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,11 +39,14 @@ import (
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/webui"
 	"github.com/alpd-project/alpd/services/approvals"
 	"github.com/alpd-project/alpd/services/federation"
 	"github.com/alpd-project/alpd/services/identity"
 	"github.com/alpd-project/alpd/services/ingress"
+	"github.com/alpd-project/alpd/services/ingress/mcpapi"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
+	"github.com/alpd-project/alpd/services/ingress/restapi"
 	"github.com/alpd-project/alpd/services/ledger"
 	ledgerapi "github.com/alpd-project/alpd/services/ledger/api"
 	"github.com/alpd-project/alpd/services/policy"
@@ -75,8 +80,18 @@ type Config struct {
 	// Operators may run diagnostics (trace) through Handler.
 	Operators []Operator
 	OpsLimits OpsLimits
+	// Door tunes the send path all agent doors share: one set of rate
+	// limits per agent, person and tenant, the decision wait and the NMP
+	// rules (zero values: defaults).
+	Door ingress.DoorConfig
 	// NLIP tunes the agents' NLIP endpoints (zero values: defaults).
 	NLIP nlipapi.Config
+	// MCP tunes the agents' MCP endpoint (zero values: defaults; its
+	// public URL is the broker's).
+	MCP mcpapi.Config
+	// REST tunes the agents' REST door under /v1/agent/ (zero values:
+	// defaults; the broker sets its URL, issuers, peers and log).
+	REST restapi.Config
 	// Ledger tunes the ledger service (zero values: defaults; the broker
 	// sets the metrics registerer).
 	Ledger ledger.Options
@@ -86,6 +101,15 @@ type Config struct {
 	// DynamicClients bounds dynamic client registration and expires the
 	// clients nobody used (zero values: defaults).
 	DynamicClients identity.DynamicClients
+	// Federation tunes federation (zero values: defaults; the broker sets
+	// its public URL and, unless given, its name: PublicURL's host, or
+	// <Name>.localhost when that host is no DNS name).
+	Federation federation.Config
+	// Approvals tunes the approvals service (zero values: defaults).
+	Approvals ApprovalsConfig
+	// FreshMaxAge is how recent a person's IdP sign-in must be to decide
+	// an approval (default 5m).
+	FreshMaxAge time.Duration
 }
 
 // BusConfig tunes JetStream use; zero values take the bus defaults.
@@ -140,6 +164,9 @@ type Broker struct {
 	// Handler serves (mountHTTP).
 	spaces []httproute.Space
 	http   atomic.Pointer[httpSurface]
+	// webUI is the pages' shared UI, built once (ui()).
+	uiOnce sync.Once
+	webUI  *webui.UI
 }
 
 // New checks the configuration and dependencies. It does no I/O: streams
@@ -209,6 +236,23 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		return nil, err
 	}
 	return br, nil
+}
+
+// federationConfig is the federation configuration with the broker's
+// URL and name filled in.
+func (b *Broker) federationConfig() federation.Config {
+	c := b.cfg.Federation
+	c.PublicURL = b.publicURL()
+	if c.BrokerName == "" {
+		// A NATS namespace may hold '_', a DNS label may not.
+		c.BrokerName = strings.ToLower(strings.ReplaceAll(b.cfg.Name, "_", "-")) + ".localhost"
+		if u, err := url.Parse(c.PublicURL); err == nil && alp.ValidateTenant(u.Hostname()) == nil {
+			c.BrokerName = u.Hostname()
+		} else if alp.ValidateTenant(c.BrokerName) != nil {
+			c.BrokerName = "alpd.localhost"
+		}
+	}
+	return c
 }
 
 func (b *Broker) publicURL() string {
@@ -324,7 +368,7 @@ func (b *Broker) start(ctx context.Context) error {
 	if b.Runs("identity") {
 		b.identity = identity.New(deps, identity.Options{
 			PublicURL: b.publicURL(), IdPs: b.cfg.IdPs, InsecureCookies: b.cfg.InsecureCookies,
-			RecheckGrace: b.cfg.RecheckGrace, DynamicClients: b.cfg.DynamicClients,
+			RecheckGrace: b.cfg.RecheckGrace, DynamicClients: b.cfg.DynamicClients, FreshMaxAge: b.cfg.FreshMaxAge,
 		})
 		svcs = append(svcs, b.identity)
 	}
@@ -332,10 +376,19 @@ func (b *Broker) start(ctx context.Context) error {
 		nc := b.cfg.NLIP
 		nc.PublicURL = b.publicURL()
 		nlipLog := b.log.With("component", "nlip")
+		mc := b.cfg.MCP
+		mc.PublicURL = b.publicURL()
+		mcpLog := b.log.With("component", "mcp")
 		b.ingress = ingress.New(deps, ingress.Options{Issuers: b.issuers(), Resource: b.publicURL(),
-			ResourceMetadataURL: b.publicURL() + identity.ResourceMetadataPath,
+			ResourceMetadataURL: b.publicURL() + identity.ResourceMetadataPath, Peer: b.Client, Door: b.cfg.Door,
 			Bindings: []ingress.Binding{func(s *ingress.Service) []httproute.Route {
 				return nlipapi.New(s, nc, nlipLog).Routes()
+			}, func(s *ingress.Service) []httproute.Route {
+				return mcpapi.New(s, mc, mcpLog).Routes()
+			}, func(s *ingress.Service) []httproute.Route {
+				rc := b.cfg.REST
+				rc.PublicURL, rc.Issuers, rc.Log = b.publicURL(), b.issuers(), b.log.With("component", "rest")
+				return restapi.New(s, rc).Routes()
 			}}})
 		svcs = append(svcs, b.ingress)
 	}
@@ -343,7 +396,7 @@ func (b *Broker) start(ctx context.Context) error {
 		svcs = append(svcs, policy.New(deps, b.policyOptions()))
 	}
 	if b.Runs("federation") {
-		svcs = append(svcs, federation.New(deps))
+		svcs = append(svcs, federation.New(deps, federation.Options{Config: b.federationConfig(), Peer: b.Client}))
 	}
 	if b.Runs("ledger") {
 		// The ledger's metrics carry the broker label like the bus's.
@@ -353,7 +406,7 @@ func (b *Broker) start(ctx context.Context) error {
 		svcs = append(svcs, ledger.New(deps, lo))
 	}
 	if b.Runs("approvals") {
-		svcs = append(svcs, approvals.New(deps))
+		svcs = append(svcs, approvals.New(deps, b.approvalsOptions()))
 	}
 	b.mu.Lock()
 	b.services = svcs

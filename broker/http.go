@@ -16,6 +16,7 @@ import (
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/internal/webui"
 	"github.com/alpd-project/alpd/services/approvals"
 	"github.com/alpd-project/alpd/services/federation"
 	"github.com/alpd-project/alpd/services/identity"
@@ -61,7 +62,7 @@ func urlSpaces() []httproute.Space {
 // ownSpace is the broker's own part of the URL space: probes, metrics and
 // the operators' endpoints.
 func ownSpace() httproute.Space {
-	return httproute.Space{Owner: "broker", Paths: []string{"/healthz", "/readyz", "/metrics", "/v1/ops/"}}
+	return httproute.Space{Owner: "broker", Paths: []string{"/healthz", "/readyz", "/metrics", "/v1/ops/", webui.PathAssets}}
 }
 
 // ownRoutes are the broker's own endpoints.
@@ -74,6 +75,8 @@ func (b *Broker) ownRoutes() []httproute.Route {
 		{Method: http.MethodPost, Pattern: PathPolicyPush, Handler: b.ops.wrap(b.policyPush), Caller: httproute.Operator, BodyLimit: policyPushBody},
 		{Method: http.MethodPost, Pattern: PathPolicyCheck, Handler: b.ops.wrap(b.policyCheck), Caller: httproute.Operator, BodyLimit: policyCheckBody},
 	}
+	// The pages' style sheet, which every service's pages link.
+	routes = append(routes, webui.Routes()...)
 	if b.deps.Gatherer != nil {
 		routes = append(routes, httproute.Route{Method: http.MethodGet, Pattern: "/metrics", Caller: httproute.Public,
 			BodyLimit: httproute.NoBody, Handler: promhttp.HandlerFor(b.deps.Gatherer, promhttp.HandlerOpts{})})

@@ -25,6 +25,7 @@ func (b *Broker) ledgerAPIOptions() *ledger.APIOptions {
 	if b.ingress != nil {
 		o.Auth = ingressAuth{b.ingress}
 	}
+	o.UI = b.ui()
 	return o
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -24,11 +25,12 @@ import (
 // process. In split mode policy's processes follow identity themselves and
 // take agents' bearer tokens only (docs/policy.md).
 func (b *Broker) policyOptions() policy.Options {
-	o := policy.Options{Workers: b.cfg.PolicyWorkers, API: policy.APIOptions{Issuers: b.issuers(), Resource: b.publicURL(),
+	o := policy.Options{Workers: b.cfg.PolicyWorkers, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"broker": b.cfg.Name}, b.deps.Registerer), API: policy.APIOptions{Issuers: b.issuers(), Resource: b.publicURL(),
 		ResourceMetadataURL: b.publicURL() + identity.ResourceMetadataPath}}
 	if b.Runs("identity") {
 		o.API.Sessions = identitySessions{b}
 	}
+	o.API.UI = b.ui()
 	if b.ingress != nil {
 		o.API.Auth = ingressAuth{b.ingress}
 	}

@@ -8,12 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
 	"github.com/alpd-project/alpd/broker"
+	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/keystore"
 	"github.com/alpd-project/alpd/internal/natstest"
+	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testkit"
 )
 
@@ -64,8 +68,23 @@ func TestTraceBothTransports(t *testing.T) {
 // the others are reported unreachable, and the trace still covers all six.
 func TestTraceReportsUnreachableService(t *testing.T) {
 	s := natstest.RunJetStream(t)
-	b, err := broker.New(broker.Config{Name: "alpd", Tenants: []string{"example.org"}, Services: []string{"identity", "ingress"}},
-		broker.Deps{NATS: natstest.Connect(t, s), KeyStore: keystore.NewMemory()})
+	nc := natstest.Connect(t, s)
+	// Federation and approvals run elsewhere and have made their streams,
+	// which policy and ingress read (federation's inbound log, approvals'
+	// decisions).
+	fb, err := bus.New(nc, bus.Options{Namespace: "alpd", Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []alpv1.Role{alpv1.Role_ROLE_FEDERATION, alpv1.Role_ROLE_APPROVALS} {
+		for _, spec := range streams.Owned(role, []string{"example.org"}, streams.Limits{}) {
+			if _, err := fb.EnsureStream(context.Background(), spec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b, err := broker.New(broker.Config{Name: "alpd", Tenants: []string{"example.org"}, Services: []string{"identity", "ingress", "policy"}},
+		broker.Deps{NATS: nc, KeyStore: keystore.NewMemory()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,11 +92,14 @@ func TestTraceReportsUnreachableService(t *testing.T) {
 	defer cancel()
 	go func() { _ = b.Run(ctx) }()
 	<-b.Started()
+	// (Ingress files policy's deliverables: it is ready once policy has
+	// made their stream.)
+	testkit.Eventually(t, 20*time.Second, b.Ready, "the three services ready")
 	hops, err := b.Trace(ctx, broker.ViaAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hops) != 6 || !hops[0].Ready || hops[1].Action != "unreachable" || hops[1].Error == "" || hops[5].Service != "identity" || !hops[5].Ready {
+	if len(hops) != 6 || !hops[0].Ready || !hops[1].Ready || hops[2].Action != "unreachable" || hops[2].Error == "" || hops[5].Service != "identity" || !hops[5].Ready {
 		t.Fatalf("%+v", hops)
 	}
 }

@@ -56,6 +56,11 @@ echo "== lee, a colleague, has signed in once too (so alpd knows his address)"
 LJAR="$DATA/lee-cookies"
 curl -sfL -c "$LJAR" -b "$LJAR" -o /dev/null "http://127.0.0.1:$PORT/signin?tenant=example.org&login_hint=lee&return=/healthz"
 LCSRF=$(curl -sf -b "$LJAR" "http://127.0.0.1:$PORT/signin/session" | sed -n 's/.*"csrf":"\([^"]*\)".*/\1/p')
+echo "   and gave his agent muse a personal access token (a REST-only agent, consumer class)"
+LPAT=$(curl -sf -b "$LJAR" -H "X-CSRF-Token: $LCSRF" -H "Origin: http://127.0.0.1:$PORT" -H 'Content-Type: application/json' \
+	-d '{"name":"muse","scopes":["alp.send","alp.read"]}' "http://127.0.0.1:$PORT/v1/pats" |
+	sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
+[ -n "$LPAT" ] || { echo "lee's token was not issued"; exit 1; }
 echo
 # send TYPE BODY KEY: ana's agent sends lee a typed message over NLIP and
 # prints alpd's answer (the sentence; the JSON beside it carries every
@@ -95,6 +100,23 @@ ANSWER=$(send meeting.request/v1 "$MEETING" demo-3)
 echo "$ANSWER"
 case "$ANSWER" in *"delivered 4 of 7 fields"*) ;; *) echo "expected the meeting request delivered in part"; exit 1 ;; esac
 echo
+echo "== lee's agent muse reads its inbox over REST: the broker's sender line, never the message's,"
+echo "   then the fields it may see, and acknowledges the item"
+ITEM=""
+for _ in $(seq 1 50); do
+	INBOX=$(curl -sf -H "Authorization: Bearer $LPAT" "http://127.0.0.1:$PORT/v1/agent/inbox")
+	ITEM=$(printf '%s' "$INBOX" | grep -o '"id":"[^"]*","type":"meeting.request/v1"' | head -1 | sed 's/"id":"\([^"]*\)".*/\1/')
+	[ -n "$ITEM" ] && break
+	sleep 0.1
+done
+[ -n "$ITEM" ] || { echo "the meeting request did not reach lee's inbox"; exit 1; }
+SENDER=$(printf '%s' "$INBOX" | grep -o '"sender":{"text":"[^"]*"' | head -1 | sed 's/.*"text":"\([^"]*\)"/\1/')
+echo "  item $ITEM: $SENDER"
+printf '%s' "$INBOX" | grep -o '"body":{[^}]*}' | head -1 | sed 's/^/  /'
+case "$SENDER" in "from ana@example.org, verified by this broker") ;; *) echo "unexpected sender line: $SENDER"; exit 1 ;; esac
+curl -sf -H "Authorization: Bearer $LPAT" -X POST "http://127.0.0.1:$PORT/v1/agent/inbox/$ITEM/ack" | sed 's/^/  ack: /'
+echo
+echo
 echo "== ana's ledger: the agent exports it and alpctl verifies it (tree, leaves, signed checkpoint)"
 # export_ledger N waits until the log has N entries under a signed
 # checkpoint (checkpoints are signed in rounds of up to 100ms), then exports.
@@ -108,13 +130,14 @@ export_ledger() {
 	done
 	echo "the ledger did not sign a checkpoint of $1 entries"; exit 1
 }
-# Each send is two entries: the request and policy's decision.
-export_ledger 6
+# Each send is two entries: the request and policy's decision; each one
+# that reached lee adds his side's signed receipt (receipt.received).
+export_ledger 8
 "$BIN/alpctl" ledger verify "$DATA/ledger.jsonl" --state "$DATA/alpctl-ledgers.json"
 echo
 echo "== a second message; alpctl remembers the checkpoint it saw and demands the log only grew"
 send meeting.request/v1 "$MEETING" demo-4 >/dev/null
-export_ledger 8
+export_ledger 11
 "$BIN/alpctl" ledger verify "$DATA/ledger.jsonl" --state "$DATA/alpctl-ledgers.json"
 echo
 echo "== the agents' authorization server (RFC 8414 metadata)"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/alpd-project/alpd/internal/ledgerlog"
 )
@@ -23,7 +26,7 @@ const (
 )
 
 const ledgerUsage = `usage:
-  alpctl ledger verify FILE [--since CHECKPOINT_FILE] [--state FILE | --no-state] [--peer EXPORT]... [--peer-key VKEY]...
+  alpctl ledger verify FILE [--since CHECKPOINT_FILE] [--state FILE | --no-state] [--peer EXPORT]... [--peer-key VKEY]... [--keys FILE]...
   alpctl ledger match A B`
 
 func ledgerCmd(args []string, stdout, stderr io.Writer) int {
@@ -84,7 +87,9 @@ func ledgerVerifyCmd(args []string, stdout, stderr io.Writer) int {
 	noState := fs.Bool("no-state", false, "neither read nor update the state file")
 	var peers, peerKeys listFlag
 	fs.Var(&peers, "peer", "a counterparty's export, whose keys verify the receipts it issued (repeatable)")
-	fs.Var(&peerKeys, "peer-key", "a counterparty's signed-note verifier key (repeatable)")
+	fs.Var(&peerKeys, "peer-key", "a counterparty's signed-note verifier key, or a cosigner's key (repeatable)")
+	var keyFiles listFlag
+	fs.Var(&keyFiles, "keys", "a file of counterparties' verifier keys (one per line), or an alp-wire/v1 BrokerKeys document whose ledger_keys are used (repeatable)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return exitUsage
@@ -98,7 +103,15 @@ func ledgerVerifyCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "alpctl: ledger does not verify:", err)
 		return exitFailed
 	}
-	opts := []ledgerlog.VerifyOption{ledgerlog.WithCounterpartyKeys(peerKeys...)}
+	for _, f := range keyFiles {
+		ks, err := readKeysFile(f)
+		if err != nil {
+			fmt.Fprintln(stderr, "alpctl: --keys:", err)
+			return exitUsage
+		}
+		peerKeys = append(peerKeys, ks...)
+	}
+	opts := keyOptions(peerKeys)
 	for _, p := range peers {
 		px, err := readExportFile(p)
 		if err != nil {
@@ -227,7 +240,93 @@ func printVerifyReport(w io.Writer, x *ledgerlog.Export, r *ledgerlog.Report, si
 		parts = []string{"none"}
 	}
 	fmt.Fprintf(tw, "receipts\t%s\n", strings.Join(parts, "; "))
+	fmt.Fprintf(tw, "cosigned\t%s\n", cosignatureSummary(r))
 	tw.Flush()
+}
+
+// cosignatureSummary is one line about the ledger's recorded cosignatures:
+// each cosigner, the checkpoint size it cosigned and whether it verified.
+func cosignatureSummary(r *ledgerlog.Report) string {
+	if len(r.Cosignatures) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(r.Cosignatures))
+	for _, c := range r.Cosignatures {
+		parts = append(parts, fmt.Sprintf("entry %d by %s of size %d at %s: %s", c.Index, c.Cosigner, c.Size,
+			time.Unix(int64(min(c.Time, 1<<40)), 0).UTC().Format(time.RFC3339), c.Status))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// keyOptions sorts keys into the counterparties' ledger keys (receipts;
+// their cosigner keys follow from them) and cosigner keys.
+func keyOptions(vkeys []string) []ledgerlog.VerifyOption {
+	var ledger, cosigners []string
+	for _, k := range vkeys {
+		if _, _, err := ledgerlog.ParseCosignerKey(k); err == nil {
+			cosigners = append(cosigners, k)
+		} else {
+			ledger = append(ledger, k)
+		}
+	}
+	return []ledgerlog.VerifyOption{ledgerlog.WithCounterpartyKeys(ledger...), ledgerlog.WithCosignerKeys(cosigners...)}
+}
+
+// maxKeysFile bounds a keys file: a BrokerKeys document is at most 64 KiB
+// (what discovery reads), a list of keys far less.
+const maxKeysFile = 64 << 10
+
+// readKeysFile reads verifier keys: one per line (blank lines and # comments
+// skipped), or, for a JSON file, the ledger_keys of an alp-wire/v1
+// BrokerKeys document (every domain's). The document's own signature is not
+// checked here: the file is the keys you chose to trust, however you got them.
+func readKeysFile(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeysFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxKeysFile {
+		return nil, fmt.Errorf("%s: more than %d bytes", path, maxKeysFile)
+	}
+	if t := strings.TrimSpace(string(data)); strings.HasPrefix(t, "{") {
+		var doc struct {
+			Wire       string              `json:"wire"`
+			LedgerKeys map[string][]string `json:"ledger_keys"`
+		}
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return nil, fmt.Errorf("%s: not a BrokerKeys document: %w", path, err)
+		}
+		if doc.Wire != "alp-wire/v1" {
+			return nil, fmt.Errorf("%s: wire %q, want alp-wire/v1", path, doc.Wire)
+		}
+		var keys []string
+		for _, ks := range doc.LedgerKeys {
+			keys = append(keys, ks...)
+		}
+		if len(keys) == 0 {
+			return nil, fmt.Errorf("%s: the document lists no ledger_keys", path)
+		}
+		return keys, nil
+	}
+	var keys []string
+	for n, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if _, err := note.NewVerifier(line); err != nil {
+			if _, _, cerr := ledgerlog.ParseCosignerKey(line); cerr != nil {
+				return nil, fmt.Errorf("%s:%d: not a ledger or cosigner verifier key (<name>+<key id>+<base64 key>): %v", path, n+1, err)
+			}
+		}
+		keys = append(keys, line)
+	}
+	return keys, nil
 }
 
 func ledgerMatchCmd(args []string, stdout, stderr io.Writer) int {
@@ -257,7 +356,7 @@ func ledgerMatchCmd(args []string, stdout, stderr io.Writer) int {
 				state = fmt.Sprintf("DOES NOT VERIFY (%d problems, first: %s)", len(ve.Problems), ve.Problems[0].Error())
 			}
 		}
-		fmt.Fprintf(stdout, "%c: %s — %d entries, checkpoint size %d, %s\n", 'A'+i, r.Log, r.Entries, r.Checkpoint.Size, state)
+		fmt.Fprintf(stdout, "%c: %s — %d entries, checkpoint size %d, %s; cosignatures: %s\n", 'A'+i, r.Log, r.Entries, r.Checkpoint.Size, state, cosignatureSummary(r))
 	}
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)

@@ -303,6 +303,42 @@ func TestLedgerMatch(t *testing.T) {
 	}
 }
 
+// TestLedgerMatchSameBroker: two people of one broker, as its ledger
+// records a delivery between them: the recipient's envelope.received
+// carries the sender's commitment and the sender holds the recipient's
+// receipt, the only one. match relates them; without that receipt it
+// names the envelope.
+func TestLedgerMatchSameBroker(t *testing.T) {
+	dir := t.TempDir()
+	ks := keystore.NewMemory()
+	a, b := newFixtureLog(t, ks, "a.example", "alice"), newFixtureLog(t, ks, "a.example", "bob")
+	deliver := func(k int, receipt bool) {
+		d := [32]byte{byte(k), 2}
+		ia := a.add(ledgerlog.Entry{Kind: ledgerlog.KindSendRequested, EnvelopeID: envelopeID(k), Counterparty: "a.example"}, &d)
+		sent, _ := ledgerlog.ParseEntry(a.entries[ia].Leaf)
+		ib := b.add(ledgerlog.Entry{Kind: ledgerlog.KindReceived, EnvelopeID: envelopeID(k), Counterparty: a.origin, Commitment: sent.Commitment}, nil)
+		r := b.receipt(ib, a.origin)
+		b.add(ledgerlog.Entry{Kind: ledgerlog.KindReceiptIssued, EnvelopeID: envelopeID(k), Counterparty: a.origin, Receipt: r}, nil)
+		if receipt {
+			a.add(ledgerlog.Entry{Kind: ledgerlog.KindReceiptReceived, EnvelopeID: envelopeID(k), Counterparty: b.origin, Receipt: r}, nil)
+		}
+	}
+	deliver(0, true)
+	deliver(1, true)
+	pa, pb := a.write(dir, "a.jsonl"), b.write(dir, "b.jsonl")
+	code, out, errOut := alpctl("ledger", "match", pa, pb)
+	if code != 0 || !strings.Contains(out, "both ledgers verified, and all 2 envelopes matched across them") ||
+		!strings.Contains(out, envelopeID(1)+"  2  2  matched") {
+		t.Fatalf("%d\n%s%s", code, out, errOut)
+	}
+	deliver(2, false)
+	pa, pb = a.write(dir, "a.jsonl"), b.write(dir, "b.jsonl")
+	code, out, _ = alpctl("ledger", "match", pa, pb)
+	if code != 1 || !strings.Contains(out, "ledger A holds no receipt from B") || !strings.Contains(out, "MISMATCH: 1 of 3 envelopes do not match") {
+		t.Fatalf("%d\n%s", code, out)
+	}
+}
+
 func TestLedgerUsage(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{{"ledger"}, {"ledger", "frob"}, {"ledger", "verify"}, {"ledger", "match", "x"}, {"ledger", "verify", "--bogus", "x"}} {

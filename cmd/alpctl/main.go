@@ -9,6 +9,7 @@
 //	alpctl nats-config --tenants T --out DIR [...]        nats-server configuration and per-role nkey seeds
 //	alpctl ledger verify FILE [--since CP] [--state F]    verify an exported ledger, remembering its checkpoint
 //	alpctl ledger match A B                               check two exported ledgers against each other
+//	alpctl keys list|rotate|retire|revoke --tenant T ...  a stopped broker's keys, offline (its key file and KEK)
 package main
 
 import (
@@ -48,7 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
   alpctl certs --out DIR [--hosts 127.0.0.1,localhost] [--days 30] [--roles all|ingress,…] [--force]
   alpctl nats-config --tenants a.org[,b.org] --out DIR [flags]
   alpctl ledger verify FILE [--since CHECKPOINT_FILE] [--state FILE] [--peer EXPORT] [--peer-key VKEY]
-  alpctl ledger match A B`)
+  alpctl ledger match A B
+  alpctl keys list|rotate|retire|revoke [--config FILE] [--data-dir DIR] --tenant T [--purpose P] [...]`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -70,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return natsConfigCmd(fs.Args()[1:], stdout, stderr)
 	case "ledger":
 		return ledgerCmd(fs.Args()[1:], stdout, stderr)
+	case "keys":
+		return keysCmd(fs.Args()[1:], stdout, stderr)
 	}
 	base, err := url.Parse(*brokerURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {

@@ -8,12 +8,15 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/alpd-project/alpd/broker"
+	policyv1 "github.com/alpd-project/alpd/gen/alp/policy/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/bus"
@@ -23,6 +26,8 @@ import (
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/identity"
+	"github.com/alpd-project/alpd/services/policy"
+	"github.com/alpd-project/alpd/services/policy/rules"
 )
 
 // PublicURL is the broker's public URL unless the config names another.
@@ -148,6 +153,64 @@ func (r *Rig) Agent(t testing.TB, tenant, subject, address, agentID string, scop
 	return a
 }
 
+// AgentSpec describes an agent of a person for NamedAgent.
+type AgentSpec struct {
+	Tenant, Subject, Address string
+	AgentID                  string
+	// Name is the client's registered name (what the sender line says).
+	Name string
+	// Company registers the client as a confidential client of the
+	// tenant, so the agent is company class; otherwise a public client,
+	// consumer class.
+	Company bool
+	Scopes  []string
+}
+
+// NamedAgent is Agent with a client of its own: named, and confidential
+// (company class, attested by the tenant) or public (consumer,
+// self-attested), the token of the matching class.
+func (r *Rig) NamedAgent(t testing.TB, spec AgentSpec) Agent {
+	t.Helper()
+	ctx := context.Background()
+	store := r.B.Identity().Store()
+	clientID := "client-" + spec.AgentID
+	cs := identitystore.ClientSpec{Tenant: spec.Tenant, ClientID: clientID, Name: spec.Name,
+		Kind: alpv1.ClientKind_CLIENT_KIND_PUBLIC_DCR, RedirectURIs: []string{"http://127.0.0.1/cb"}}
+	p, err := store.PersonBySubject(ctx, spec.Tenant, "https://idp.example", spec.Subject)
+	if err != nil {
+		if p, err = store.BindPerson(ctx, spec.Tenant, "https://idp.example", spec.Subject, spec.Address, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	class := accesstoken.ClassConsumer
+	if spec.Company {
+		// The registration names a person of the tenant (an admin in
+		// life); the agent's own person will do for a test.
+		cs.Kind, cs.RegisteredBy, cs.SecretSHA256, class = alpv1.ClientKind_CLIENT_KIND_CONFIDENTIAL, p.ID, identitystore.Hash{1}, accesstoken.ClassCompany
+	}
+	if _, err := store.RegisterClient(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	g, err := store.IssueGrant(ctx, identitystore.GrantSpec{Tenant: spec.Tenant, PersonID: p.ID, ClientID: clientID,
+		AgentID: spec.AgentID, Scopes: spec.Scopes, Resource: r.cfg.PublicURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Agent{Person: p, Grant: g, AgentID: spec.AgentID}
+	issuer := &accesstoken.Issuer{Keys: r.KS, Issuers: map[string]string{p.Tenant: identity.IssuerURL(r.cfg.PublicURL, p.Tenant)}}
+	if a.Token, err = issuer.Mint(ctx, accesstoken.Claims{Subject: p.ID, Audience: r.cfg.PublicURL, Tenant: p.Tenant,
+		ClientID: clientID, AgentID: spec.AgentID, GrantID: g.ID, Class: class, Scopes: spec.Scopes}); err != nil {
+		t.Fatal(err)
+	}
+	if in := r.B.Ingress(); in != nil {
+		testkit.Eventually(t, 10*time.Second, func() error {
+			_, err := in.Authenticator().Authenticate(ctx, "Bearer "+a.Token)
+			return err
+		}, "ingress accepts the token")
+	}
+	return a
+}
+
 // Mint issues a's agent another token, of class and with scopes (which may
 // exceed the grant's: the token is what is tested).
 func (r *Rig) Mint(t testing.TB, a Agent, class string, scopes ...string) string {
@@ -159,4 +222,30 @@ func (r *Rig) Mint(t testing.TB, a Agent, class string, scopes ...string) string
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// OptInFreeText has the operator push person's recipient rules without the
+// template's free-text forbid (freetext-off), as the person would by
+// deleting it: free-text fields then reach their agents.
+func (r *Rig) OptInFreeText(t testing.TB, tenant, personID string) {
+	t.Helper()
+	template, err := rules.Template(rules.PartyRecipient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(template)
+	start := strings.Index(text, `@id("freetext-off")`)
+	if start < 0 {
+		t.Fatal(`the recipient template has no @id("freetext-off")`)
+	}
+	end := start + strings.Index(text[start:], "};") + 2
+	conn, err := r.B.Client(alpv1.Role_ROLE_POLICY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), policy.OperatorMetadata, "brokertest")
+	if _, err := policyv1.NewPolicyServiceClient(conn).PushRuleSet(ctx, &policyv1.PushRuleSetRequest{
+		Tenant: tenant, Party: string(rules.PartyRecipient), Owner: personID, Text: text[:start] + text[end:]}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -848,3 +848,52 @@ func TestEmbeddedSync(t *testing.T) {
 		}
 	}
 }
+
+// A handler that asks for an event Later gets it again after its own
+// delay (not the consumer's doubling one, which would take 7.75s for five
+// retries) and it never becomes a dead letter; the outbox runs such a
+// consumer with MaxDeliver -1, so JetStream never gives up either.
+func TestLaterIsNotADeadLetter(t *testing.T) {
+	s := natstest.RunJetStream(t)
+	nc := natstest.Connect(t, s)
+	b := newBus(t, nc, nil) // MaxDeliver 3
+	ctx := context.Background()
+	ensure(t, b, logSpec())
+	var attempts atomic.Int32
+	var first, last atomic.Int64
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if _, err := b.Consume(cctx, ConsumerSpec{Durable: "later", Stream: "send", MaxDeliver: -1},
+		func(ctx context.Context, d Delivery) error {
+			n := attempts.Add(1)
+			if n == 1 {
+				first.Store(time.Now().UnixNano())
+			}
+			if n < 6 {
+				return Later(100*time.Millisecond, errors.New("the remote is down"))
+			}
+			last.Store(time.Now().UnixNano())
+			return nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(ctx, "alp.send.example_org.p", sendEvent("e-later", "")); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if last.Load() == 0 {
+			return fmt.Errorf("handled %d times", attempts.Load())
+		}
+		return nil
+	})
+	if d := time.Duration(last.Load() - first.Load()); d < 500*time.Millisecond || d > 5*time.Second {
+		t.Errorf("5 postponements of 100ms took %s", d)
+	}
+	dls, err := b.js.Stream(ctx, b.StreamName(DeadLetterStream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := dls.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Errorf("dead letters after postponements: %+v, %v", info.State, err)
+	}
+}

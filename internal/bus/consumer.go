@@ -66,6 +66,21 @@ func (p permanentError) Unwrap() error { return p.err }
 // Permanent marks err as one that no retry can fix (a malformed event).
 func Permanent(err error) error { return permanentError{err} }
 
+// laterError asks for the event again after a delay chosen by the handler.
+type laterError struct {
+	after time.Duration
+	err   error
+}
+
+func (l laterError) Error() string { return l.err.Error() }
+func (l laterError) Unwrap() error { return l.err }
+
+// Later asks for the event again after d, whatever MaxDeliver says and
+// without a dead letter: the handler keeps its own deadline (the
+// federation outbox retries a remote broker until the item is too old,
+// with its own backoff and circuit breaker).
+func Later(d time.Duration, err error) error { return laterError{after: d, err: err} }
+
 // IsPermanent reports whether err was marked with Permanent.
 func IsPermanent(err error) bool {
 	var p permanentError
@@ -93,6 +108,12 @@ type ConsumerSpec struct {
 	// RetryDelay is the first redelivery delay after a failure; it doubles
 	// with each delivery (default 250ms, at most AckWait).
 	RetryDelay time.Duration
+	// OneAtATime: each worker fetches one message when it is free instead
+	// of keeping a buffer of pulled messages. For handlers that may block
+	// for long (the federation outbox waits on remote brokers): a worker
+	// stuck on one message then holds no other behind it, which a buffer
+	// would keep waiting until the stuck one is done or AckWait passes.
+	OneAtATime bool
 }
 
 // Consumer is a supervised durable consumer.
@@ -121,6 +142,9 @@ func (b *Bus) Consume(ctx context.Context, spec ConsumerSpec, h Handler) (*Consu
 	}
 	if err := CheckToken(spec.Durable); err != nil {
 		return nil, fmt.Errorf("bus: durable %q: %w", spec.Durable, err)
+	}
+	if h == nil {
+		return nil, fmt.Errorf("bus: consumer %s has no handler", spec.Durable)
 	}
 	if spec.MaxDeliver == 0 {
 		spec.MaxDeliver = b.opts.MaxDeliver
@@ -226,6 +250,9 @@ func (c *Consumer) supervise(ctx context.Context, cons jetstream.Consumer) {
 // pull reads from one iterator until it fails or ctx ends. It reports whether
 // it delivered anything, which resets the restart backoff.
 func (c *Consumer) pull(ctx context.Context, cons jetstream.Consumer) bool {
+	if c.spec.OneAtATime {
+		return c.pullOne(ctx, cons)
+	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(64), jetstream.PullHeartbeat(2*time.Second), jetstream.PullExpiry(10*time.Second))
 	if err != nil {
 		c.b.log.Warn("consumer pull failed", "consumer", c.name, "err", err)
@@ -257,6 +284,35 @@ func (c *Consumer) pull(ctx context.Context, cons jetstream.Consumer) bool {
 		c.process(hctx, msg)
 		cancel()
 	}
+}
+
+// pullOne is pull without a buffer: one fetch of one message at a time.
+// A failed fetch (the consumer gone, NATS away) returns to supervise,
+// which recreates the consumer.
+func (c *Consumer) pullOne(ctx context.Context, cons jetstream.Consumer) bool {
+	c.running.Add(1)
+	defer c.running.Add(-1)
+	delivered := false
+	for ctx.Err() == nil {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msg, err := cons.Next(jetstream.FetchContext(fctx))
+		cancel()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return delivered
+		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+			continue // nothing to do for a while
+		default:
+			c.b.log.Warn("consumer fetch failed; restarting", "consumer", c.name, "err", err)
+			return delivered
+		}
+		delivered = true
+		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), c.spec.AckWait)
+		c.process(hctx, msg)
+		hcancel()
+	}
+	return delivered
 }
 
 func (c *Consumer) watch(ctx context.Context, cons jetstream.Consumer, it jetstream.MessagesContext, stopped <-chan struct{}) {
@@ -326,6 +382,12 @@ func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
 	c.m.handleSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		c.m.failures.Inc()
+		if l, ok := errors.AsType[laterError](err); ok {
+			c.b.log.Debug("event handling postponed", "consumer", c.name, "event_id", ev.GetHeader().GetEventId(),
+				"delivery", md.NumDelivered, "after", l.after, "err", err)
+			_ = msg.NakWithDelay(l.after)
+			return
+		}
 		if IsPermanent(err) || md.NumDelivered >= uint64(c.spec.MaxDeliver) {
 			c.deadLetter(ctx, msg, md, err.Error())
 			return

@@ -29,6 +29,7 @@
 package config
 
 import (
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -44,6 +45,11 @@ const (
 	EnvLogLevel   = "ALPD_LOG_LEVEL"
 	EnvTenants    = "ALPD_TENANTS"
 	EnvBrokerName = "ALPD_BROKER_NAME"
+	// The public listener's TLS certificate and key (http.tls).
+	EnvHTTPTLSCertFile = "ALPD_HTTP_TLS_CERT_FILE"
+	EnvHTTPTLSKeyFile  = "ALPD_HTTP_TLS_KEY_FILE"
+	// EnvFederationBrokerName sets federation.broker_name.
+	EnvFederationBrokerName = "ALPD_FEDERATION_BROKER_NAME"
 	// NATS client credentials and TLS files (external NATS only).
 	EnvNATSNKeySeedFile = "ALPD_NATS_NKEY_SEED_FILE"
 	EnvNATSTLSCAFile    = "ALPD_NATS_TLS_CA_FILE"
@@ -58,6 +64,11 @@ const (
 // KeystoreFileName is the keystore file under the data directory when
 // keystore.path is not set.
 const KeystoreFileName = "keystore.sealed"
+
+// KEKFileName is the development key-encryption key's file, next to the
+// keystore file, used when neither keystore.kek_file nor ALPD_KEK is given
+// (see [Config.KEKPath]).
+const KEKFileName = "keystore.kek"
 
 // Config is the complete configuration of one alpd process.
 type Config struct {
@@ -74,6 +85,79 @@ type Config struct {
 	NLIP     NLIP     `yaml:"nlip"`
 	Policy   Policy   `yaml:"policy"`
 	Ledger   Ledger   `yaml:"ledger"`
+	// Federation is how this broker talks to other domains' brokers
+	// (docs/federation.md).
+	Federation Federation `yaml:"federation"`
+	// Approvals is what waits for people's decisions (docs/approvals.md).
+	Approvals Approvals `yaml:"approvals"`
+}
+
+// Approvals tunes the approvals service.
+type Approvals struct {
+	// Expiry is how long each kind of item waits for its person (expired
+	// means denied), and how long a standing rule lasts.
+	Expiry ApprovalExpiry `yaml:"expiry"`
+	// SweepEvery is how often pending items are checked for expiry.
+	SweepEvery time.Duration `yaml:"sweep_every"`
+	// Notifications tell people an item waits (none configured: none).
+	Notifications Notifications `yaml:"notifications"`
+}
+
+// Notifications is approvals.notifications: signed webhooks and email.
+type Notifications struct {
+	Webhooks []NotifyWebhook `yaml:"webhooks,omitempty"`
+	Email    *NotifyEmail    `yaml:"email,omitempty"`
+	// QuietHours delay notifications (never drop them) between Start and
+	// End ("22:00", "07:00") in TimeZone (an IANA name; default UTC).
+	QuietHours *QuietHours `yaml:"quiet_hours,omitempty"`
+	// Digest, when set, gathers a person's items for that long into one
+	// message.
+	Digest time.Duration `yaml:"digest"`
+	// RetryMin and RetryMax bound the backoff of a failed delivery;
+	// MaxAge is when a notification is given up.
+	RetryMin time.Duration `yaml:"retry_min"`
+	RetryMax time.Duration `yaml:"retry_max"`
+	MaxAge   time.Duration `yaml:"max_age"`
+}
+
+// NotifyWebhook is one webhook receiver: for one person (their address)
+// or, with Person empty, every person of Tenant. SecretFile holds the
+// HMAC key of the signatures (at least 16 bytes).
+type NotifyWebhook struct {
+	URL        string `yaml:"url"`
+	SecretFile string `yaml:"secret_file"`
+	Person     string `yaml:"person,omitempty"`
+	Tenant     string `yaml:"tenant,omitempty"`
+}
+
+// NotifyEmail is the SMTP relay notifications go through.
+type NotifyEmail struct {
+	Addr         string `yaml:"addr"`
+	From         string `yaml:"from"`
+	Username     string `yaml:"username,omitempty"`
+	PasswordFile string `yaml:"password_file,omitempty"`
+	// StartTLS: "required" (default), "opportunistic" or "off".
+	StartTLS   string `yaml:"starttls,omitempty"`
+	ServerName string `yaml:"server_name,omitempty"`
+	// CAFile holds PEM roots for a relay with a private CA.
+	CAFile string `yaml:"ca_file,omitempty"`
+	// To maps a person's address to their email (default: the address).
+	To map[string]string `yaml:"to,omitempty"`
+}
+
+// QuietHours is approvals.notifications.quiet_hours.
+type QuietHours struct {
+	Start    string `yaml:"start"`
+	End      string `yaml:"end"`
+	TimeZone string `yaml:"time_zone,omitempty"`
+}
+
+// ApprovalExpiry is approvals.expiry.
+type ApprovalExpiry struct {
+	ConnectionRequest  time.Duration `yaml:"connection_request"`
+	Commitment         time.Duration `yaml:"commitment"`
+	ConfidentialFields time.Duration `yaml:"confidential_fields"`
+	StandingRule       time.Duration `yaml:"standing_rule"`
 }
 
 // Policy tunes the policy workers (docs/policy.md).
@@ -115,6 +199,78 @@ type HTTP struct {
 	// MaxConnsPerAddress caps the connections one client address (IPv6:
 	// one /64) holds open at once; 0 turns the cap off.
 	MaxConnsPerAddress int `yaml:"max_conns_per_address"`
+	// TLS makes the listener serve HTTPS with this certificate.
+	TLS HTTPTLS `yaml:"tls"`
+}
+
+// HTTPTLS names the public listener's certificate (chain) and key, PEM.
+// Both or neither; with them the listener serves HTTPS only, and rereads
+// the files when they change on disk (a renewed certificate needs no
+// restart).
+type HTTPTLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Enabled reports whether the listener serves HTTPS.
+func (t HTTPTLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// Federation configures how this broker finds, authenticates and sends to
+// other domains' brokers, and how it receives from them. Every field has a
+// default that is right in production except the test switches
+// (AllowPlainHTTPLoopback, AllowPrivateTargets, Resolve), which only a test
+// rig or a demo on one machine sets.
+type Federation struct {
+	// BrokerName is this broker's DNS name, the origin it signs as and
+	// the name its federation keys are kept under. Empty: the host of
+	// http.public_url ([Config.BrokerName]).
+	BrokerName string `yaml:"broker_name"`
+	// AllowPlainHTTPLoopback lets federation run over plain http, which
+	// is only allowed when http.public_url and every federation.resolve
+	// target are loopback addresses: a dev flag for one machine.
+	AllowPlainHTTPLoopback bool `yaml:"allow_plain_http_loopback"`
+	// AllowPrivateTargets lets discovery and delivery dial private,
+	// loopback and link-local addresses (the SSRF guard refuses them
+	// otherwise). Tests only.
+	AllowPrivateTargets bool `yaml:"allow_private_targets"`
+	// Resolve maps a host name to the loopback "ip:port" to dial for it,
+	// whatever port the URL names (like curl --resolve), so several
+	// brokers on one machine reach each other by their real names.
+	Resolve map[string]string `yaml:"resolve,omitempty"`
+	// CAFile holds PEM roots trusted for peers besides the system's (a
+	// test CA, or a private federation's).
+	CAFile string `yaml:"ca_file"`
+	// Skew is how far a request's or envelope's time may be from ours.
+	Skew time.Duration `yaml:"skew"`
+	// OutboxMaxAge is how long delivery to a remote is retried before the
+	// sender is told it failed.
+	OutboxMaxAge time.Duration `yaml:"outbox_max_age"`
+	// RetryMin and RetryMax bound the exponential backoff (with jitter)
+	// between delivery attempts to one remote.
+	RetryMin time.Duration `yaml:"retry_min"`
+	RetryMax time.Duration `yaml:"retry_max"`
+	// StrangerRate limits connection requests from senders without a
+	// connection, per sender and per sending broker: "N/s", "N/min" or
+	// "N/h" (N at once, refilled over the period; see [Federation.StrangerLimit]).
+	StrangerRate string `yaml:"stranger_rate"`
+	// KeyCacheMaxAge caps how long another broker's published keys are
+	// used before they are fetched again, whatever their valid_until.
+	KeyCacheMaxAge time.Duration `yaml:"key_cache_max_age"`
+	// Senders is how many outbox items this process sends at once;
+	// PerRemote caps those going to one remote domain, so that a slow or
+	// dead remote holds at most that many senders.
+	Senders   int `yaml:"senders"`
+	PerRemote int `yaml:"per_remote"`
+}
+
+// StrangerLimit is federation.stranger_rate as n events per period; (0, 0)
+// for a value Validate refuses.
+func (f Federation) StrangerLimit() (n int, per time.Duration) {
+	n, per, err := parseRate(f.StrangerRate)
+	if err != nil {
+		return 0, 0
+	}
+	return n, per
 }
 
 // Identity configures how people sign in (see docs/identity.md).
@@ -125,6 +281,10 @@ type Identity struct {
 	TestIdP TestIdP `yaml:"test_idp"`
 	// DCR bounds dynamic client registration.
 	DCR DCR `yaml:"dcr"`
+	// FreshMaxAge is how recent a person's sign-in at their IdP must be
+	// for what needs a fresh one (an approval's decision): older, they
+	// sign in again with max_age=0.
+	FreshMaxAge time.Duration `yaml:"fresh_max_age"`
 }
 
 // DCR bounds dynamically registered OAuth clients, which anyone may create
@@ -263,8 +423,9 @@ type NLIP struct {
 	// DecisionWait is how long a send waits for policy before answering
 	// "pending".
 	DecisionWait time.Duration `yaml:"decision_wait"`
-	// AllowedOrigins are browser origins (host patterns) allowed to open
-	// the WebSocket, besides the broker's own.
+	// AllowedOrigins are browser origins (host patterns) allowed to call
+	// NLIP, besides the broker's own: to open the WebSocket and, through
+	// CORS, the HTTP binding.
 	AllowedOrigins []string `yaml:"allowed_origins,omitempty"`
 	// Rate limits per agent, person and tenant, and per WebSocket.
 	AgentPerMinute  int           `yaml:"agent_per_minute"`
@@ -353,6 +514,9 @@ type Bus struct {
 	EventMaxAge time.Duration `yaml:"event_max_age"`
 	// WorkMaxAge is the MaxAge of work-queue streams.
 	WorkMaxAge time.Duration `yaml:"work_max_age"`
+	// InboxMaxAge is how long a person's inbox keeps an item and its
+	// agents' acknowledgements; 0 keeps them forever.
+	InboxMaxAge time.Duration `yaml:"inbox_max_age"`
 	// MaxDeliver is how often a message is delivered before it goes to the
 	// dead-letter subject.
 	MaxDeliver int           `yaml:"max_deliver"`
@@ -384,15 +548,21 @@ func Default() Config {
 			NMPHaltPercent: 95,
 		},
 		Policy: Policy{Workers: 2},
+		Approvals: Approvals{SweepEvery: 30 * time.Second,
+			Notifications: Notifications{RetryMin: time.Second, RetryMax: 5 * time.Minute, MaxAge: 24 * time.Hour}, Expiry: ApprovalExpiry{ConnectionRequest: 7 * 24 * time.Hour,
+				Commitment: 24 * time.Hour, ConfidentialFields: 24 * time.Hour, StandingRule: 90 * 24 * time.Hour}},
+		Federation: Federation{Skew: 5 * time.Minute, OutboxMaxAge: 24 * time.Hour, RetryMin: time.Second,
+			RetryMax: 5 * time.Minute, StrangerRate: "5/min", KeyCacheMaxAge: 48 * time.Hour, Senders: 64, PerRemote: 16},
 		Ledger: Ledger{Workers: 2, MaxBatch: 500, MaxTrees: 4096, CheckpointInterval: 100 * time.Millisecond,
 			CheckpointEvery: 1000, SecretsCacheTTL: 30 * time.Second,
 			MaxExports: 4, MaxExportsPerPerson: 1, ExportWriteTimeout: 30 * time.Second},
-		Identity: Identity{TestIdP: TestIdP{Listen: "127.0.0.1:0"},
+		Identity: Identity{TestIdP: TestIdP{Listen: "127.0.0.1:0"}, FreshMaxAge: 5 * time.Minute,
 			DCR: DCR{MaxUnusedClients: 10000, MaxUnusedClientsPerTenant: 2000, UnusedClientTTL: time.Hour, SweepInterval: time.Minute}},
 		Bus: Bus{
 			Duplicates:  2 * time.Minute,
 			EventMaxAge: 720 * time.Hour,
 			WorkMaxAge:  24 * time.Hour,
+			InboxMaxAge: 720 * time.Hour,
 			MaxDeliver:  5,
 			AckWait:     30 * time.Second,
 		},
@@ -403,12 +573,49 @@ func Default() Config {
 // which it does when no NATS URL is configured.
 func (c Config) Embedded() bool { return len(c.NATS.URLs) == 0 }
 
-// PublicURL is http.public_url, or http://<http.addr>.
+// PublicURL is http.public_url, or <scheme>://<http.addr> with https when
+// http.tls is set, http otherwise.
 func (c Config) PublicURL() string {
 	if c.HTTP.PublicURL != "" {
 		return strings.TrimRight(c.HTTP.PublicURL, "/")
 	}
+	if c.HTTP.TLS.Enabled() {
+		return "https://" + c.HTTP.Addr
+	}
 	return "http://" + c.HTTP.Addr
+}
+
+// BrokerName is federation.broker_name, or the host of [Config.PublicURL]
+// (which may not be a DNS name: Validate refuses that only when federation
+// is on).
+func (c Config) BrokerName() string {
+	if c.Federation.BrokerName != "" {
+		return c.Federation.BrokerName
+	}
+	u, err := url.Parse(c.PublicURL())
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+// FederationEnabled reports whether this broker federates: when
+// http.public_url is https (other brokers only talk HTTPS), or over plain
+// http on loopback with federation.allow_plain_http_loopback. Otherwise the
+// broker serves its own tenants only; Validate refuses federation settings
+// it would then ignore.
+func (c Config) FederationEnabled() bool {
+	return strings.HasPrefix(c.PublicURL(), "https://") || c.Federation.AllowPlainHTTPLoopback
+}
+
+// KEKPath is the file the key-encryption key is read from when ALPD_KEK is
+// not set: keystore.kek_file, or the development key KEKFileName next to
+// the keystore file (which alpd creates at its first start).
+func (c Config) KEKPath() string {
+	if c.Keystore.KEKFile != "" {
+		return c.Keystore.KEKFile
+	}
+	return filepath.Join(filepath.Dir(c.KeystorePath()), KEKFileName)
 }
 
 // KeystorePath is keystore.path, or <data_dir>/keystore.sealed if unset.

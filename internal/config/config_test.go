@@ -284,10 +284,88 @@ func TestValidateRules(t *testing.T) {
 		{"ledger max exports zero", func(c *Config) { c.Ledger.MaxExports, c.Ledger.MaxExportsPerPerson = 0, 1 }, "config: ledger.max_exports: 0 is out of range 1 to 1000", ""},
 		{"ledger exports per person over max", func(c *Config) { c.Ledger.MaxExportsPerPerson = 5 }, "config: ledger.max_exports_per_person: 5 is out of range 1 to 4", ""},
 		{"ledger export write timeout", func(c *Config) { c.Ledger.ExportWriteTimeout = 0 }, "config: ledger.export_write_timeout: 0s is out of range 1s to 10m", ""},
+		{"approvals expiry zero", func(c *Config) { c.Approvals.Expiry.Commitment = 0 }, "config: approvals.expiry.commitment: 0s is out of range 1s to 8784h (a year)", ""},
+		{"approvals sweep too slow", func(c *Config) { c.Approvals.SweepEvery = time.Hour }, "config: approvals.sweep_every: 1h is out of range 100ms to 10m", ""},
 		{"dcr max unused zero", func(c *Config) { c.Identity.DCR.MaxUnusedClients, c.Identity.DCR.MaxUnusedClientsPerTenant = 0, 1 }, "config: identity.dcr.max_unused_clients: 0 is out of range", ""},
 		{"dcr per tenant over global", func(c *Config) { c.Identity.DCR.MaxUnusedClientsPerTenant = 20000 }, "config: identity.dcr.max_unused_clients_per_tenant: 20000 is out of range 1 to identity.dcr.max_unused_clients (10000)", ""},
 		{"dcr ttl below 1m", func(c *Config) { c.Identity.DCR.UnusedClientTTL = time.Second }, "config: identity.dcr.unused_client_ttl: 1s is out of range 1m to 720h", ""},
 		{"dcr sweep interval zero", func(c *Config) { c.Identity.DCR.SweepInterval = 0 }, "config: identity.dcr.sweep_interval: 0s is out of range 1s to 1h", ""},
+		// http.tls
+		{"http tls cert without key", func(c *Config) { c.HTTP.TLS.CertFile = kek; c.Federation.BrokerName = "b.example.org" }, "config: http.tls.key_file: is required with http.tls.cert_file", ""},
+		{"http tls key without cert", func(c *Config) { c.HTTP.TLS.KeyFile = kek; c.Federation.BrokerName = "b.example.org" }, "config: http.tls.cert_file: is required with http.tls.key_file", ""},
+		{"http tls cert missing", func(c *Config) {
+			c.HTTP.TLS = HTTPTLS{CertFile: missing, KeyFile: kek}
+			c.Federation.BrokerName = "b.example.org"
+		}, "config: http.tls.cert_file: \"" + missing + "\" does not exist", ""},
+		{"http tls with a plain public url", func(c *Config) {
+			c.HTTP.TLS = HTTPTLS{CertFile: kek, KeyFile: kek}
+			c.HTTP.PublicURL = "http://broker.example.org"
+		}, `config: http.public_url: "http://broker.example.org" is plain http, but http.tls`, ""},
+		// federation
+		{"federation broker name not a DNS name", func(c *Config) {
+			c.HTTP.PublicURL = "https://broker.example.org"
+			c.Federation.BrokerName = "Broker.Example.org"
+		}, `config: federation.broker_name: "Broker.Example.org" must be lowercase`, ""},
+		{"federation broker name an IP", func(c *Config) {
+			c.HTTP.PublicURL = "https://broker.example.org"
+			c.Federation.BrokerName = "10.0.0.1"
+		}, `config: federation.broker_name: "10.0.0.1" is an IP address`, ""},
+		{"federation derived broker name an IP", func(c *Config) { c.HTTP.PublicURL = "https://10.1.2.3:8443" },
+			`config: federation.broker_name: is not set and the host of http.public_url, "10.1.2.3", is not a DNS name`, ""},
+		{"federation resolve to a remote address", func(c *Config) {
+			c.HTTP.PublicURL = "https://broker.example.org"
+			c.Federation.Resolve = map[string]string{"b.example": "10.0.0.3:443"}
+		}, `config: federation.resolve.b.example: "10.0.0.3:443" is not a loopback ip:port`, ""},
+		{"federation resolve to a loopback name", func(c *Config) {
+			c.HTTP.PublicURL = "https://broker.example.org"
+			c.Federation.Resolve = map[string]string{"b.example": "localhost:443"}
+		}, `config: federation.resolve.b.example: "localhost:443" is not a loopback ip:port`, ""},
+		{"federation resolve without port", func(c *Config) {
+			c.HTTP.PublicURL = "https://broker.example.org"
+			c.Federation.Resolve = map[string]string{"b.example": "127.0.0.3"}
+		}, `config: federation.resolve.b.example: "127.0.0.3" is not host:port`, ""},
+		{"federation resolve key with port", func(c *Config) {
+			c.HTTP.PublicURL = "https://broker.example.org"
+			c.Federation.Resolve = map[string]string{"b.example:443": "127.0.0.3:443"}
+		}, `config: federation.resolve.b.example:443: "b.example:443"`, ""},
+		{"federation ca file missing", func(c *Config) {
+			c.HTTP.PublicURL = "https://broker.example.org"
+			c.Federation.CAFile = missing
+		}, "config: federation.ca_file: \"" + missing + "\" does not exist", ""},
+		{"federation plain http flag off loopback", func(c *Config) {
+			c.HTTP.PublicURL = "http://broker.example.org:8080"
+			c.Federation.AllowPlainHTTPLoopback = true
+			c.Federation.BrokerName = "broker.example.org"
+		}, `config: federation.allow_plain_http_loopback: is set, but http.public_url "http://broker.example.org:8080" is not a loopback address`, ""},
+		{"federation plain http flag with an https public url off loopback", func(c *Config) {
+			c.HTTP.PublicURL = "https://broker.example.org"
+			c.Federation.AllowPlainHTTPLoopback = true
+		}, `config: federation.allow_plain_http_loopback: is set, but http.public_url "https://broker.example.org"`, ""},
+		{"federation plain http flag on loopback needs a name", func(c *Config) {
+			c.HTTP.PublicURL = "http://127.0.0.2:8080"
+			c.Federation.AllowPlainHTTPLoopback = true
+		}, `config: federation.broker_name: is not set and the host of http.public_url, "127.0.0.2"`, ""},
+		{"federation settings over plain http", func(c *Config) {
+			c.Federation.Resolve = map[string]string{"b.example": "127.0.0.3:443"}
+			c.Federation.CAFile = kek
+		}, `config: http.public_url: "http://127.0.0.1:8080" is plain http, so this broker does not federate (federation is HTTPS only), but federation.resolve, federation.ca_file is set`, ""},
+		{"federation broker name over plain http", func(c *Config) { c.Federation.BrokerName = "broker.example.org" },
+			`config: http.public_url: "http://127.0.0.1:8080" is plain http`, ""},
+		{"federation skew zero", func(c *Config) { c.Federation.Skew = 0 }, "config: federation.skew: 0s is out of range 1s to 1h", ""},
+		{"federation outbox max age long", func(c *Config) { c.Federation.OutboxMaxAge = 800 * time.Hour }, "config: federation.outbox_max_age: 800h is out of range 1m to 720h", ""},
+		{"federation retry min zero", func(c *Config) { c.Federation.RetryMin = 0 }, "config: federation.retry_min: 0s is out of range 10ms to 1m", ""},
+		{"federation retry max under min", func(c *Config) { c.Federation.RetryMax = 500 * time.Millisecond },
+			"config: federation.retry_max: 500ms is shorter than federation.retry_min (1s)", ""},
+		{"federation retry max over outbox age", func(c *Config) { c.Federation.OutboxMaxAge = 2 * time.Minute },
+			"config: federation.retry_max: 5m is longer than federation.outbox_max_age (2m)", ""},
+		{"federation key cache over 7 days", func(c *Config) { c.Federation.KeyCacheMaxAge = 169 * time.Hour },
+			"config: federation.key_cache_max_age: 169h is out of range 1m to 168h", ""},
+		{"federation stranger rate unit", func(c *Config) { c.Federation.StrangerRate = "5/day" }, `config: federation.stranger_rate: "5/day" is not a rate`, ""},
+		{"federation stranger rate zero", func(c *Config) { c.Federation.StrangerRate = "0/min" }, `config: federation.stranger_rate: "0/min" is not a rate`, ""},
+		{"federation senders zero", func(c *Config) { c.Federation.Senders = 0 }, "config: federation.senders: 0 is out of range 1 to 1024", ""},
+		{"federation per remote over senders", func(c *Config) { c.Federation.PerRemote = 65 },
+			"config: federation.per_remote: 65 is out of range 1 to federation.senders (64)", ""},
+		{"federation stranger rate empty", func(c *Config) { c.Federation.StrangerRate = "" }, `config: federation.stranger_rate: "" is not a rate`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -359,6 +437,26 @@ func TestValidateAccepts(t *testing.T) {
 				MaxDeliver: 1, AckWait: time.Second}
 		}},
 		{"bus maximums", func(c *Config) { c.Bus.MaxDeliver = 100 }},
+		{"https public url with a DNS name federates", func(c *Config) { c.HTTP.PublicURL = "https://broker.example.org" }},
+		{"http tls without public url", func(c *Config) {
+			c.HTTP.TLS = HTTPTLS{CertFile: kek, KeyFile: kek}
+			c.Federation.BrokerName = "broker.example.org"
+		}},
+		{"federation on one machine over https", func(c *Config) {
+			c.HTTP.PublicURL = "https://broker.a.example:8443"
+			c.HTTP.TLS = HTTPTLS{CertFile: kek, KeyFile: kek}
+			c.Federation = Federation{CAFile: kek, AllowPrivateTargets: true,
+				Resolve: map[string]string{"b.example": "127.0.0.3:8443", "broker.b.example": "[::1]:8443"},
+				Skew:    time.Second, OutboxMaxAge: time.Minute, RetryMin: 10 * time.Millisecond, RetryMax: time.Minute,
+				StrangerRate: "1000000/h", KeyCacheMaxAge: 168 * time.Hour, Senders: 1, PerRemote: 1}
+		}},
+		{"federation over plain http on loopback", func(c *Config) {
+			c.HTTP.PublicURL = "http://127.0.0.2:8080"
+			c.Federation.AllowPlainHTTPLoopback = true
+			c.Federation.BrokerName = "broker.a.example"
+			c.Federation.Resolve = map[string]string{"b.example": "127.0.0.3:8080"}
+		}},
+		{"stranger rate per second", func(c *Config) { c.Federation.StrangerRate = "1/s" }},
 		{"idp extra scopes", func(c *Config) {
 			c.Identity.IdPs = []IdP{{Tenant: "example.org", Issuer: "https://idp.example", ClientID: "x", Scopes: []string{"groups", "urn:example:scope/read"}}}
 		}},
@@ -933,5 +1031,133 @@ func TestSyncEvery(t *testing.T) {
 		if got := (NATS{SyncInterval: in}).SyncEvery(); got != want {
 			t.Errorf("SyncEvery(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestFederationDerived checks the values derived from the federation and
+// http sections: the broker name, whether federation is on, the public
+// URL's scheme with http.tls, the stranger rate and the KEK's file.
+func TestFederationDerived(t *testing.T) {
+	c := valid()
+	if c.FederationEnabled() {
+		t.Error("FederationEnabled() with the default plain-http public URL")
+	}
+	c.HTTP.PublicURL = "https://Broker.A.example:8443/"
+	if !c.FederationEnabled() || c.BrokerName() != "broker.a.example" {
+		t.Errorf("https public URL: enabled %v, broker name %q", c.FederationEnabled(), c.BrokerName())
+	}
+	c.Federation.BrokerName = "alp.a.example"
+	if c.BrokerName() != "alp.a.example" {
+		t.Errorf("BrokerName() = %q, want federation.broker_name", c.BrokerName())
+	}
+	c = valid()
+	c.HTTP.TLS = HTTPTLS{CertFile: "c", KeyFile: "k"}
+	if got := c.PublicURL(); got != "https://127.0.0.1:8080" {
+		t.Errorf("PublicURL() with http.tls = %q", got)
+	}
+	if n, per := Default().Federation.StrangerLimit(); n != 5 || per != time.Minute {
+		t.Errorf("default stranger limit %d per %s", n, per)
+	}
+	c.Federation.StrangerRate = "7/h"
+	if n, per := c.Federation.StrangerLimit(); n != 7 || per != time.Hour {
+		t.Errorf("7/h: %d per %s", n, per)
+	}
+	if got, want := c.KEKPath(), filepath.Join("data", KEKFileName); got != want {
+		t.Errorf("KEKPath() = %q, want %q", got, want)
+	}
+	c.Keystore.Path = "/srv/ks/keys.sealed"
+	if got, want := c.KEKPath(), "/srv/ks/"+KEKFileName; got != want {
+		t.Errorf("KEKPath() = %q, want %q", got, want)
+	}
+	c.Keystore.KEKFile = "/run/secrets/kek"
+	if got := c.KEKPath(); got != "/run/secrets/kek" {
+		t.Errorf("KEKPath() with kek_file = %q", got)
+	}
+}
+
+// TestFederationFromFile reads the section and http.tls from YAML and the
+// environment.
+func TestFederationFromFile(t *testing.T) {
+	cert, key, ca := writeFile(t, "c.pem", "x"), writeFile(t, "k.pem", "x"), writeFile(t, "ca.pem", "x")
+	file := writeFile(t, "alpd.yaml", fmt.Sprintf(`
+broker: {tenants: [{domain: a.example}]}
+http:
+  addr: 127.0.0.2:8443
+  public_url: https://broker.a.example:8443
+  tls: {cert_file: %s, key_file: %s}
+federation:
+  ca_file: %s
+  resolve: {b.example: "127.0.0.3:8443", broker.b.example: "127.0.0.3:8443"}
+  skew: 30s
+  outbox_max_age: 0
+  stranger_rate: 2/s
+`, cert, key, ca))
+	_, _, err := Load([]string{"--config", file}, nil)
+	wantErr(t, err, "config: federation.outbox_max_age: 0s is out of range")
+	c, _, err := Load([]string{"--config", file}, envMap{EnvFederationBrokerName: "alp.a.example", EnvHTTPTLSKeyFile: ca, "ALPD_DATA_DIR": t.TempDir()}.get)
+	if err == nil {
+		t.Fatal("outbox_max_age 0 accepted")
+	}
+	file2 := writeFile(t, "alpd2.yaml", strings.Replace(string(must(os.ReadFile(file))), "outbox_max_age: 0", "outbox_max_age: 1h", 1))
+	c, _, err = Load([]string{"--config", file2}, envMap{EnvFederationBrokerName: "alp.a.example", EnvHTTPTLSKeyFile: ca}.get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.Federation
+	if c.BrokerName() != "alp.a.example" || c.HTTP.TLS != (HTTPTLS{CertFile: cert, KeyFile: ca}) || f.CAFile != ca || f.Skew != 30*time.Second ||
+		f.OutboxMaxAge != time.Hour || f.RetryMax != 5*time.Minute || f.StrangerRate != "2/s" || len(f.Resolve) != 2 || f.Resolve["broker.b.example"] != "127.0.0.3:8443" {
+		t.Errorf("federation from file and env: %+v, http.tls %+v, broker name %q", f, c.HTTP.TLS, c.BrokerName())
+	}
+	if _, err := Parse([]byte("federation:\n  resolve: [a]\n"), "alpd.yaml"); err == nil || !strings.Contains(err.Error(), "federation.resolve: want a mapping") {
+		t.Errorf("resolve as a list: %v", err)
+	}
+	if _, err := Parse([]byte("federation:\n  brokername: x\n"), "alpd.yaml"); err == nil || !strings.Contains(err.Error(), `unknown key "brokername" in federation`) {
+		t.Errorf("misspelt key: %v", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestApprovalNotificationsFile: approvals.notifications reads webhooks,
+// the optional email section and quiet hours; a wrong type in the email
+// section is named by its key.
+func TestApprovalNotificationsFile(t *testing.T) {
+	file := writeFile(t, "alpd.yaml", `
+broker:
+  tenants: [{domain: example.org}]
+approvals:
+  notifications:
+    webhooks:
+      - url: https://hooks.example.org/alp
+        secret_file: /run/secrets/hook
+        tenant: example.org
+    email:
+      addr: smtp.example.org:587
+      from: approvals@example.org
+      to: {lee@example.org: lee.private@example.net}
+    quiet_hours: {start: "22:00", end: "07:00", time_zone: Europe/Berlin}
+    digest: 15m
+`)
+	c, err := LoadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.Approvals.Notifications
+	if len(n.Webhooks) != 1 || n.Webhooks[0].Tenant != "example.org" || n.Email == nil || n.Email.Addr != "smtp.example.org:587" ||
+		n.Email.To["lee@example.org"] != "lee.private@example.net" || n.QuietHours.TimeZone != "Europe/Berlin" || n.Digest != 15*time.Minute ||
+		n.RetryMin != time.Second || n.MaxAge != 24*time.Hour {
+		t.Fatalf("notifications %+v", n)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	bad := writeFile(t, "bad.yaml", "approvals:\n  notifications:\n    email:\n      addr: [a, b]\n")
+	if _, err := LoadFile(bad); err == nil || !strings.Contains(err.Error(), "approvals.notifications.email.addr") {
+		t.Fatalf("a list for email.addr: %v", err)
 	}
 }

@@ -46,25 +46,61 @@ func Parse(data []byte, source string) (Config, error) {
 // time.Duration). Config's yaml tags must stay identical to these; a test
 // checks that a marshalled Config parses back unchanged.
 type fileConfig struct {
-	Broker   Broker       `yaml:"broker"`
-	DataDir  string       `yaml:"data_dir"`
-	HTTP     fileHTTP     `yaml:"http"`
-	NATS     NATS         `yaml:"nats"`
-	GRPC     GRPC         `yaml:"grpc"`
-	Keystore Keystore     `yaml:"keystore"`
-	Log      Log          `yaml:"log"`
-	Bus      fileBus      `yaml:"bus"`
-	Ops      Ops          `yaml:"ops"`
-	Identity fileIdentity `yaml:"identity"`
-	NLIP     fileNLIP     `yaml:"nlip"`
-	Policy   Policy       `yaml:"policy"`
-	Ledger   fileLedger   `yaml:"ledger"`
+	Broker    Broker        `yaml:"broker"`
+	DataDir   string        `yaml:"data_dir"`
+	HTTP      fileHTTP      `yaml:"http"`
+	NATS      NATS          `yaml:"nats"`
+	GRPC      GRPC          `yaml:"grpc"`
+	Keystore  Keystore      `yaml:"keystore"`
+	Log       Log           `yaml:"log"`
+	Bus       fileBus       `yaml:"bus"`
+	Ops       Ops           `yaml:"ops"`
+	Identity  fileIdentity  `yaml:"identity"`
+	NLIP      fileNLIP      `yaml:"nlip"`
+	Policy    Policy        `yaml:"policy"`
+	Ledger    fileLedger    `yaml:"ledger"`
+	Approvals fileApprovals `yaml:"approvals"`
+	// Federation's durations accept a bare 0 like the others'.
+	Federation fileFederation `yaml:"federation"`
+}
+
+type fileFederation struct {
+	BrokerName             string            `yaml:"broker_name"`
+	AllowPlainHTTPLoopback bool              `yaml:"allow_plain_http_loopback"`
+	AllowPrivateTargets    bool              `yaml:"allow_private_targets"`
+	Resolve                map[string]string `yaml:"resolve,omitempty"`
+	CAFile                 string            `yaml:"ca_file"`
+	Skew                   duration          `yaml:"skew"`
+	OutboxMaxAge           duration          `yaml:"outbox_max_age"`
+	RetryMin               duration          `yaml:"retry_min"`
+	RetryMax               duration          `yaml:"retry_max"`
+	StrangerRate           string            `yaml:"stranger_rate"`
+	KeyCacheMaxAge         duration          `yaml:"key_cache_max_age"`
+	Senders                int               `yaml:"senders"`
+	PerRemote              int               `yaml:"per_remote"`
+}
+
+func (f Federation) file() fileFederation {
+	return fileFederation{BrokerName: f.BrokerName, AllowPlainHTTPLoopback: f.AllowPlainHTTPLoopback,
+		AllowPrivateTargets: f.AllowPrivateTargets, Resolve: maps.Clone(f.Resolve), CAFile: f.CAFile,
+		Skew: duration(f.Skew), OutboxMaxAge: duration(f.OutboxMaxAge), RetryMin: duration(f.RetryMin),
+		RetryMax: duration(f.RetryMax), StrangerRate: f.StrangerRate, KeyCacheMaxAge: duration(f.KeyCacheMaxAge),
+		Senders: f.Senders, PerRemote: f.PerRemote}
+}
+
+func (f fileFederation) config() Federation {
+	return Federation{BrokerName: f.BrokerName, AllowPlainHTTPLoopback: f.AllowPlainHTTPLoopback,
+		AllowPrivateTargets: f.AllowPrivateTargets, Resolve: f.Resolve, CAFile: f.CAFile,
+		Skew: time.Duration(f.Skew), OutboxMaxAge: time.Duration(f.OutboxMaxAge), RetryMin: time.Duration(f.RetryMin),
+		RetryMax: time.Duration(f.RetryMax), StrangerRate: f.StrangerRate, KeyCacheMaxAge: time.Duration(f.KeyCacheMaxAge),
+		Senders: f.Senders, PerRemote: f.PerRemote}
 }
 
 type fileIdentity struct {
-	IdPs    []IdP   `yaml:"idps,omitempty"`
-	TestIdP TestIdP `yaml:"test_idp"`
-	DCR     fileDCR `yaml:"dcr"`
+	IdPs        []IdP    `yaml:"idps,omitempty"`
+	TestIdP     TestIdP  `yaml:"test_idp"`
+	DCR         fileDCR  `yaml:"dcr"`
+	FreshMaxAge duration `yaml:"fresh_max_age"`
 }
 
 type fileDCR struct {
@@ -77,13 +113,13 @@ type fileDCR struct {
 func (i Identity) file() fileIdentity {
 	return fileIdentity{IdPs: i.IdPs, TestIdP: i.TestIdP, DCR: fileDCR{
 		MaxUnusedClients: i.DCR.MaxUnusedClients, MaxUnusedClientsPerTenant: i.DCR.MaxUnusedClientsPerTenant,
-		UnusedClientTTL: duration(i.DCR.UnusedClientTTL), SweepInterval: duration(i.DCR.SweepInterval)}}
+		UnusedClientTTL: duration(i.DCR.UnusedClientTTL), SweepInterval: duration(i.DCR.SweepInterval)}, FreshMaxAge: duration(i.FreshMaxAge)}
 }
 
 func (f fileIdentity) config() Identity {
 	return Identity{IdPs: f.IdPs, TestIdP: f.TestIdP, DCR: DCR{
 		MaxUnusedClients: f.DCR.MaxUnusedClients, MaxUnusedClientsPerTenant: f.DCR.MaxUnusedClientsPerTenant,
-		UnusedClientTTL: time.Duration(f.DCR.UnusedClientTTL), SweepInterval: time.Duration(f.DCR.SweepInterval)}}
+		UnusedClientTTL: time.Duration(f.DCR.UnusedClientTTL), SweepInterval: time.Duration(f.DCR.SweepInterval)}, FreshMaxAge: time.Duration(f.FreshMaxAge)}
 }
 
 type fileHTTP struct {
@@ -95,18 +131,59 @@ type fileHTTP struct {
 	IdleTimeout        duration `yaml:"idle_timeout"`
 	MaxHeaderBytes     int      `yaml:"max_header_bytes"`
 	MaxConnsPerAddress int      `yaml:"max_conns_per_address"`
+	TLS                HTTPTLS  `yaml:"tls"`
 }
 
 func (h HTTP) file() fileHTTP {
 	return fileHTTP{Addr: h.Addr, PublicURL: h.PublicURL, ReadHeaderTimeout: duration(h.ReadHeaderTimeout),
 		ReadTimeout: duration(h.ReadTimeout), WriteTimeout: duration(h.WriteTimeout), IdleTimeout: duration(h.IdleTimeout),
-		MaxHeaderBytes: h.MaxHeaderBytes, MaxConnsPerAddress: h.MaxConnsPerAddress}
+		MaxHeaderBytes: h.MaxHeaderBytes, MaxConnsPerAddress: h.MaxConnsPerAddress, TLS: h.TLS}
 }
 
 func (f fileHTTP) config() HTTP {
 	return HTTP{Addr: f.Addr, PublicURL: f.PublicURL, ReadHeaderTimeout: time.Duration(f.ReadHeaderTimeout),
 		ReadTimeout: time.Duration(f.ReadTimeout), WriteTimeout: time.Duration(f.WriteTimeout), IdleTimeout: time.Duration(f.IdleTimeout),
-		MaxHeaderBytes: f.MaxHeaderBytes, MaxConnsPerAddress: f.MaxConnsPerAddress}
+		MaxHeaderBytes: f.MaxHeaderBytes, MaxConnsPerAddress: f.MaxConnsPerAddress, TLS: f.TLS}
+}
+
+type fileApprovals struct {
+	Expiry struct {
+		ConnectionRequest  duration `yaml:"connection_request"`
+		Commitment         duration `yaml:"commitment"`
+		ConfidentialFields duration `yaml:"confidential_fields"`
+		StandingRule       duration `yaml:"standing_rule"`
+	} `yaml:"expiry"`
+	SweepEvery    duration `yaml:"sweep_every"`
+	Notifications struct {
+		Webhooks   []NotifyWebhook `yaml:"webhooks,omitempty"`
+		Email      *NotifyEmail    `yaml:"email,omitempty"`
+		QuietHours *QuietHours     `yaml:"quiet_hours,omitempty"`
+		Digest     duration        `yaml:"digest"`
+		RetryMin   duration        `yaml:"retry_min"`
+		RetryMax   duration        `yaml:"retry_max"`
+		MaxAge     duration        `yaml:"max_age"`
+	} `yaml:"notifications"`
+}
+
+func (a Approvals) file() fileApprovals {
+	var f fileApprovals
+	f.Expiry.ConnectionRequest, f.Expiry.Commitment = duration(a.Expiry.ConnectionRequest), duration(a.Expiry.Commitment)
+	f.Expiry.ConfidentialFields, f.Expiry.StandingRule = duration(a.Expiry.ConfidentialFields), duration(a.Expiry.StandingRule)
+	f.SweepEvery = duration(a.SweepEvery)
+	n := a.Notifications
+	f.Notifications.Webhooks, f.Notifications.Email, f.Notifications.QuietHours = slices.Clone(n.Webhooks), n.Email, n.QuietHours
+	f.Notifications.Digest, f.Notifications.RetryMin = duration(n.Digest), duration(n.RetryMin)
+	f.Notifications.RetryMax, f.Notifications.MaxAge = duration(n.RetryMax), duration(n.MaxAge)
+	return f
+}
+
+func (f fileApprovals) config() Approvals {
+	n := f.Notifications
+	return Approvals{SweepEvery: time.Duration(f.SweepEvery), Expiry: ApprovalExpiry{
+		ConnectionRequest: time.Duration(f.Expiry.ConnectionRequest), Commitment: time.Duration(f.Expiry.Commitment),
+		ConfidentialFields: time.Duration(f.Expiry.ConfidentialFields), StandingRule: time.Duration(f.Expiry.StandingRule)},
+		Notifications: Notifications{Webhooks: n.Webhooks, Email: n.Email, QuietHours: n.QuietHours, Digest: time.Duration(n.Digest),
+			RetryMin: time.Duration(n.RetryMin), RetryMax: time.Duration(n.RetryMax), MaxAge: time.Duration(n.MaxAge)}}
 }
 
 type fileLedger struct {
@@ -190,6 +267,7 @@ type fileBus struct {
 	Duplicates  duration `yaml:"duplicates"`
 	EventMaxAge duration `yaml:"event_max_age"`
 	WorkMaxAge  duration `yaml:"work_max_age"`
+	InboxMaxAge duration `yaml:"inbox_max_age"`
 	MaxDeliver  int      `yaml:"max_deliver"`
 	AckWait     duration `yaml:"ack_wait"`
 }
@@ -223,11 +301,12 @@ func toFile(c Config) fileConfig {
 	f := fileConfig{
 		Broker: c.Broker, DataDir: c.DataDir, HTTP: c.HTTP.file(), NATS: c.NATS,
 		GRPC: c.GRPC, Keystore: c.Keystore, Log: c.Log, Ops: c.Ops, Identity: c.Identity.file(),
-		NLIP: c.NLIP.file(), Policy: c.Policy, Ledger: c.Ledger.file(),
+		NLIP: c.NLIP.file(), Policy: c.Policy, Ledger: c.Ledger.file(), Federation: c.Federation.file(), Approvals: c.Approvals.file(),
 		Bus: fileBus{
 			Duplicates:  duration(c.Bus.Duplicates),
 			EventMaxAge: duration(c.Bus.EventMaxAge),
 			WorkMaxAge:  duration(c.Bus.WorkMaxAge),
+			InboxMaxAge: duration(c.Bus.InboxMaxAge),
 			MaxDeliver:  c.Bus.MaxDeliver,
 			AckWait:     duration(c.Bus.AckWait),
 		},
@@ -247,11 +326,12 @@ func (f fileConfig) config() Config {
 	return Config{
 		Broker: f.Broker, DataDir: f.DataDir, HTTP: f.HTTP.config(), NATS: f.NATS,
 		GRPC: f.GRPC, Keystore: f.Keystore, Log: f.Log, Ops: f.Ops, Identity: f.Identity.config(),
-		NLIP: f.NLIP.config(), Policy: f.Policy, Ledger: f.Ledger.config(),
+		NLIP: f.NLIP.config(), Policy: f.Policy, Ledger: f.Ledger.config(), Federation: f.Federation.config(), Approvals: f.Approvals.config(),
 		Bus: Bus{
 			Duplicates:  time.Duration(f.Bus.Duplicates),
 			EventMaxAge: time.Duration(f.Bus.EventMaxAge),
 			WorkMaxAge:  time.Duration(f.Bus.WorkMaxAge),
+			InboxMaxAge: time.Duration(f.Bus.InboxMaxAge),
 			MaxDeliver:  f.Bus.MaxDeliver,
 			AckWait:     time.Duration(f.Bus.AckWait),
 		},
@@ -370,6 +450,10 @@ func (w *walker) value(n *yaml.Node, t reflect.Type, path string) {
 		}
 	case t.Kind() == reflect.Struct:
 		w.structure(n, t, path)
+	case t.Kind() == reflect.Pointer:
+		// An optional section (approvals.notifications.email): checked as
+		// what it points to.
+		w.value(n, t.Elem(), path)
 	case t.Kind() == reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			w.errorf(n, "%s: want a mapping of name: value, got %s", path, describe(n))

@@ -97,6 +97,9 @@ func envVars() []envVar {
 		{EnvNATSTLSCAFile, "nats.tls.ca_file", "CA bundle verifying the NATS servers"},
 		{EnvNATSTLSCertFile, "nats.tls.cert_file", "client certificate for NATS"},
 		{EnvNATSTLSKeyFile, "nats.tls.key_file", "client certificate key for NATS"},
+		{EnvHTTPTLSCertFile, "http.tls.cert_file", "certificate (chain) of the public HTTPS listener"},
+		{EnvHTTPTLSKeyFile, "http.tls.key_file", "key of the public HTTPS listener's certificate"},
+		{EnvFederationBrokerName, "federation.broker_name", "this broker's DNS name in federation"},
 		{EnvKEK, "", "base64 key-encryption key (32 bytes), instead of keystore.kek_file"},
 	}
 }
@@ -135,6 +138,12 @@ func applyEnv(c *Config, env func(string) string, origins map[string]string) {
 			c.NATS.TLS.CertFile = v
 		case EnvNATSTLSKeyFile:
 			c.NATS.TLS.KeyFile = v
+		case EnvHTTPTLSCertFile:
+			c.HTTP.TLS.CertFile = v
+		case EnvHTTPTLSKeyFile:
+			c.HTTP.TLS.KeyFile = v
+		case EnvFederationBrokerName:
+			c.Federation.BrokerName = v
 		case EnvKEK:
 			c.Keystore.KEKFromEnv = true
 			origins["keystore.kek_file"] = EnvKEK

@@ -240,7 +240,12 @@ func (c *Config) validate() []fieldError {
 		bad("policy.workers", "%d is out of range 1 to 64", w)
 	}
 	c.validateLedger(bad)
+	c.validateApprovals(bad)
+	if f := c.Identity.FreshMaxAge; f < time.Second || f > time.Hour {
+		bad("identity.fresh_max_age", "%s is out of range 1s to 1h", fmtDuration(f))
+	}
 	c.validateDCR(bad)
+	c.validateFederation(bad)
 	if c.Ops.TraceBurst < 1 || c.Ops.TraceBurst > 100 {
 		bad("ops.trace_burst", "%d is out of range 1 to 100", c.Ops.TraceBurst)
 	}
@@ -345,6 +350,9 @@ func (c *Config) validate() []fieldError {
 	if b.EventMaxAge != 0 && b.EventMaxAge < MinEventMaxAge {
 		bad("bus.event_max_age", "%s is below the minimum of %s (0 means no limit)", fmtDuration(b.EventMaxAge), fmtDuration(MinEventMaxAge))
 	}
+	if b.InboxMaxAge != 0 && b.InboxMaxAge < MinEventMaxAge {
+		bad("bus.inbox_max_age", "%s is below the minimum of %s (0 means no limit)", fmtDuration(b.InboxMaxAge), fmtDuration(MinEventMaxAge))
+	}
 	if b.WorkMaxAge <= 0 {
 		bad("bus.work_max_age", "%s must be positive", fmtDuration(b.WorkMaxAge))
 	}
@@ -353,6 +361,9 @@ func (c *Config) validate() []fieldError {
 	if b.Duplicates >= MinDuplicates {
 		if b.WorkMaxAge > 0 && b.Duplicates > b.WorkMaxAge {
 			bad("bus.duplicates", "%s is longer than bus.work_max_age (%s); JetStream refuses a dedupe window longer than a stream's max age", fmtDuration(b.Duplicates), fmtDuration(b.WorkMaxAge))
+		}
+		if b.InboxMaxAge >= MinEventMaxAge && b.Duplicates > b.InboxMaxAge {
+			bad("bus.duplicates", "%s is longer than bus.inbox_max_age (%s); JetStream refuses a dedupe window longer than a stream's max age", fmtDuration(b.Duplicates), fmtDuration(b.InboxMaxAge))
 		}
 		if b.EventMaxAge >= MinEventMaxAge && b.Duplicates > b.EventMaxAge {
 			bad("bus.duplicates", "%s is longer than bus.event_max_age (%s); JetStream refuses a dedupe window longer than a stream's max age", fmtDuration(b.Duplicates), fmtDuration(b.EventMaxAge))
@@ -559,6 +570,50 @@ func (c *Config) validateNLIP(bad func(path, format string, args ...any)) {
 	}
 }
 
+// validateApprovals checks the approvals section's ranges.
+func (c *Config) validateApprovals(bad func(path, format string, args ...any)) {
+	a := c.Approvals
+	for _, e := range []struct {
+		path string
+		v    time.Duration
+	}{
+		{"approvals.expiry.connection_request", a.Expiry.ConnectionRequest}, {"approvals.expiry.commitment", a.Expiry.Commitment},
+		{"approvals.expiry.confidential_fields", a.Expiry.ConfidentialFields}, {"approvals.expiry.standing_rule", a.Expiry.StandingRule},
+	} {
+		if e.v < time.Second || e.v > 366*24*time.Hour {
+			bad(e.path, "%s is out of range 1s to 8784h (a year)", fmtDuration(e.v))
+		}
+	}
+	if a.SweepEvery < 100*time.Millisecond || a.SweepEvery > 10*time.Minute {
+		bad("approvals.sweep_every", "%s is out of range 100ms to 10m", fmtDuration(a.SweepEvery))
+	}
+	// The notifier checks URLs, addresses and times itself when alpd
+	// starts (services/approvals/notify); here, what the file must say.
+	n := a.Notifications
+	for i, w := range n.Webhooks {
+		if w.URL == "" || w.SecretFile == "" {
+			bad(fmt.Sprintf("approvals.notifications.webhooks[%d]", i), "needs url and secret_file")
+		}
+	}
+	if e := n.Email; e != nil && (e.Addr == "" || e.From == "") {
+		bad("approvals.notifications.email", "needs addr and from")
+	}
+	if q := n.QuietHours; q != nil && q.TimeZone != "" {
+		if _, err := time.LoadLocation(q.TimeZone); err != nil {
+			bad("approvals.notifications.quiet_hours.time_zone", "%q is not a time zone: %v", q.TimeZone, err)
+		}
+	}
+	if n.RetryMin < 10*time.Millisecond || n.RetryMin > n.RetryMax || n.RetryMax > time.Hour {
+		bad("approvals.notifications.retry_min", "%s and retry_max %s must satisfy 10ms <= retry_min <= retry_max <= 1h", fmtDuration(n.RetryMin), fmtDuration(n.RetryMax))
+	}
+	if n.MaxAge < time.Minute || n.MaxAge > 30*24*time.Hour {
+		bad("approvals.notifications.max_age", "%s is out of range 1m to 720h", fmtDuration(n.MaxAge))
+	}
+	if n.Digest < 0 || n.Digest > 24*time.Hour {
+		bad("approvals.notifications.digest", "%s is out of range 0 (off) to 24h", fmtDuration(n.Digest))
+	}
+}
+
 // validateLedger checks the ledger section's ranges.
 func (c *Config) validateLedger(bad func(path, format string, args ...any)) {
 	l := c.Ledger
@@ -604,4 +659,137 @@ func (c *Config) validateDCR(bad func(path, format string, args ...any)) {
 	if d.SweepInterval < time.Second || d.SweepInterval > time.Hour {
 		bad("identity.dcr.sweep_interval", "%s is out of range 1s to 1h", fmtDuration(d.SweepInterval))
 	}
+}
+
+// Bounds of the federation section's durations.
+var federationDurations = []struct {
+	path     string
+	get      func(Federation) time.Duration
+	min, max time.Duration
+}{
+	{"federation.skew", func(f Federation) time.Duration { return f.Skew }, time.Second, time.Hour},
+	{"federation.outbox_max_age", func(f Federation) time.Duration { return f.OutboxMaxAge }, time.Minute, 30 * 24 * time.Hour},
+	{"federation.retry_min", func(f Federation) time.Duration { return f.RetryMin }, 10 * time.Millisecond, time.Minute},
+	{"federation.retry_max", func(f Federation) time.Duration { return f.RetryMax }, 10 * time.Millisecond, 24 * time.Hour},
+	// The protocol caps the use of published keys at 7 days.
+	{"federation.key_cache_max_age", func(f Federation) time.Duration { return f.KeyCacheMaxAge }, time.Minute, 7 * 24 * time.Hour},
+}
+
+// validateFederation checks http.tls and the federation section. The
+// rule on plain http: federation is HTTPS only, so plain http is either
+// the one-machine dev flag (everything on loopback, or alpd refuses to
+// start) or a broker that does not federate, which must not carry
+// federation settings it would silently ignore.
+func (c *Config) validateFederation(bad func(path, format string, args ...any)) {
+	t := c.HTTP.TLS
+	if t.Enabled() {
+		for _, f := range []struct{ key, path, other string }{
+			{"http.tls.cert_file", t.CertFile, "http.tls.key_file"}, {"http.tls.key_file", t.KeyFile, "http.tls.cert_file"},
+		} {
+			if f.path == "" {
+				bad(f.key, "is required with %s (a certificate needs its key)", f.other)
+			} else if problem := checkFile(f.path); problem != "" {
+				bad(f.key, "%s", problem)
+			}
+		}
+		if u := c.HTTP.PublicURL; strings.HasPrefix(strings.ToLower(u), "http://") {
+			bad("http.public_url", "%q is plain http, but http.tls makes the listener serve HTTPS only; use https://", u)
+		}
+	}
+
+	f := c.Federation
+	if f.BrokerName != "" {
+		if problem := checkDomain(f.BrokerName); problem != "" {
+			bad("federation.broker_name", "%q %s (it must be this broker's DNS name)", f.BrokerName, problem)
+		}
+	}
+	for _, host := range slices.Sorted(maps.Keys(f.Resolve)) {
+		path := "federation.resolve." + host
+		if problem := checkDomain(host); problem != "" {
+			bad(path, "%q %s (the keys are host names, without port)", host, problem)
+			continue
+		}
+		target := f.Resolve[host]
+		if problem := checkHostPort(target, true); problem != "" {
+			bad(path, "%s", problem)
+			continue
+		}
+		if h, _, _ := net.SplitHostPort(target); net.ParseIP(h) == nil || !net.ParseIP(h).IsLoopback() {
+			bad(path, "%q is not a loopback ip:port: federation.resolve only points names at this machine (several brokers on one host)", target)
+		}
+	}
+	if f.CAFile != "" {
+		if problem := checkFile(f.CAFile); problem != "" {
+			bad("federation.ca_file", "%s", problem)
+		}
+	}
+	for _, d := range federationDurations {
+		if v := d.get(f); v < d.min || v > d.max {
+			bad(d.path, "%s is out of range %s to %s", fmtDuration(v), fmtDuration(d.min), fmtDuration(d.max))
+		}
+	}
+	if f.RetryMin > 0 && f.RetryMax < f.RetryMin {
+		bad("federation.retry_max", "%s is shorter than federation.retry_min (%s)", fmtDuration(f.RetryMax), fmtDuration(f.RetryMin))
+	}
+	if f.RetryMax > f.OutboxMaxAge && f.OutboxMaxAge >= time.Minute {
+		bad("federation.retry_max", "%s is longer than federation.outbox_max_age (%s): a message would expire between two attempts", fmtDuration(f.RetryMax), fmtDuration(f.OutboxMaxAge))
+	}
+	if _, _, err := parseRate(f.StrangerRate); err != nil {
+		bad("federation.stranger_rate", "%v", err)
+	}
+	if f.Senders < 1 || f.Senders > 1024 {
+		bad("federation.senders", "%d is out of range 1 to 1024", f.Senders)
+	} else if f.PerRemote < 1 || f.PerRemote > f.Senders {
+		bad("federation.per_remote", "%d is out of range 1 to federation.senders (%d)", f.PerRemote, f.Senders)
+	}
+
+	public := c.PublicURL()
+	plain := strings.HasPrefix(public, "http://")
+	switch {
+	case f.AllowPlainHTTPLoopback && !loopback.URL(public):
+		bad("federation.allow_plain_http_loopback", "is set, but http.public_url %q is not a loopback address: plain-http federation is only for brokers on one machine", public)
+	case plain && !f.AllowPlainHTTPLoopback:
+		var set []string
+		if f.BrokerName != "" {
+			set = append(set, "broker_name")
+		}
+		if len(f.Resolve) > 0 {
+			set = append(set, "resolve")
+		}
+		if f.CAFile != "" {
+			set = append(set, "ca_file")
+		}
+		if f.AllowPrivateTargets {
+			set = append(set, "allow_private_targets")
+		}
+		if len(set) > 0 {
+			bad("http.public_url", "%q is plain http, so this broker does not federate (federation is HTTPS only), but federation.%s is set: serve HTTPS (http.tls, or TLS in front and an https public_url), or on one machine set federation.allow_plain_http_loopback",
+				public, strings.Join(set, ", federation."))
+		}
+	}
+	if c.FederationEnabled() && f.BrokerName == "" {
+		if name := c.BrokerName(); checkDomain(name) != "" {
+			bad("federation.broker_name", "is not set and the host of http.public_url, %q, is not a DNS name; set federation.broker_name to this broker's DNS name", name)
+		}
+	}
+}
+
+// parseRate parses "N/s", "N/min" or "N/h" (N from 1 to 1000000).
+func parseRate(s string) (n int, per time.Duration, err error) {
+	num, unit, ok := strings.Cut(strings.TrimSpace(s), "/")
+	n, nerr := strconv.Atoi(strings.TrimSpace(num))
+	switch strings.TrimSpace(unit) {
+	case "s":
+		per = time.Second
+	case "min":
+		per = time.Minute
+	case "h":
+		per = time.Hour
+	default:
+		ok = false
+	}
+	if !ok || nerr != nil || strings.ContainsAny(num, "+-") || n < 1 || n > 1_000_000 {
+		return 0, 0, fmt.Errorf("%q is not a rate such as \"5/min\" (1 to 1000000 per s, min or h)", s)
+	}
+	return n, per, nil
 }

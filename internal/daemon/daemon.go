@@ -8,6 +8,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -47,16 +48,17 @@ import (
 	"github.com/alpd-project/alpd/internal/signin"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testidp"
+	"github.com/alpd-project/alpd/services/approvals/notify"
+	"github.com/alpd-project/alpd/services/approvals/storage"
+	"github.com/alpd-project/alpd/services/federation"
+	"github.com/alpd-project/alpd/services/federation/discovery"
 	"github.com/alpd-project/alpd/services/identity"
 	"github.com/alpd-project/alpd/services/ingress"
+	"github.com/alpd-project/alpd/services/ingress/mcpapi"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 	"github.com/alpd-project/alpd/services/ledger"
 	ledgerapi "github.com/alpd-project/alpd/services/ledger/api"
 )
-
-// KEKFileName is where a development key-encryption key is generated when
-// none is configured.
-const KEKFileName = "keystore.kek"
 
 // Daemon is a completed, runnable alpd process.
 type Daemon struct {
@@ -137,6 +139,14 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 			return nil, err
 		}
 	}
+	fed, err := federationConfig(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	notifications, err := notificationsConfig(cfg.Approvals.Notifications)
+	if err != nil {
+		return nil, err
+	}
 	d.broker, err = broker.New(broker.Config{
 		Name:     cfg.Broker.Name,
 		Tenants:  tenants,
@@ -146,7 +156,7 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 			Replicas: cfg.NATS.Replicas, Duplicates: cfg.Bus.Duplicates,
 			MaxDeliver: cfg.Bus.MaxDeliver, AckWait: cfg.Bus.AckWait,
 		},
-		Limits:    streams.Limits{EventMaxAge: cfg.Bus.EventMaxAge, WorkMaxAge: cfg.Bus.WorkMaxAge},
+		Limits:    streams.Limits{EventMaxAge: cfg.Bus.EventMaxAge, WorkMaxAge: cfg.Bus.WorkMaxAge, InboxMaxAge: cfg.Bus.InboxMaxAge},
 		Operators: operators(cfg.Ops.Operators),
 		PublicURL: cfg.PublicURL(),
 		IdPs:      idps,
@@ -157,7 +167,9 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 			Rate:  rate.Limit(float64(cfg.Ops.TracePerMinute) / 60),
 			Burst: cfg.Ops.TraceBurst,
 		},
+		Door:          doorConfig(cfg.NLIP),
 		NLIP:          nlipConfig(cfg.NLIP),
+		MCP:           mcpConfig(nlipConfig(cfg.NLIP)),
 		PolicyWorkers: cfg.Policy.Workers,
 		Ledger: ledger.Options{Workers: cfg.Ledger.Workers, MaxBatch: cfg.Ledger.MaxBatch, MaxTrees: cfg.Ledger.MaxTrees,
 			CheckpointInterval: cfg.Ledger.CheckpointInterval, CheckpointEvery: cfg.Ledger.CheckpointEvery,
@@ -167,6 +179,10 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 		DynamicClients: identity.DynamicClients{MaxUnused: cfg.Identity.DCR.MaxUnusedClients,
 			MaxUnusedPerTenant: cfg.Identity.DCR.MaxUnusedClientsPerTenant,
 			UnusedTTL:          cfg.Identity.DCR.UnusedClientTTL, SweepInterval: cfg.Identity.DCR.SweepInterval},
+		Federation: fed, FreshMaxAge: cfg.Identity.FreshMaxAge,
+		Approvals: broker.ApprovalsConfig{SweepEvery: cfg.Approvals.SweepEvery, Notifications: notifications, Expiry: storage.Expiry{
+			ConnectionRequest: cfg.Approvals.Expiry.ConnectionRequest, Commitment: cfg.Approvals.Expiry.Commitment,
+			ConfidentialFields: cfg.Approvals.Expiry.ConfidentialFields, StandingRule: cfg.Approvals.Expiry.StandingRule}},
 	}, deps)
 	if err != nil {
 		return nil, err
@@ -177,20 +193,73 @@ func Complete(ctx context.Context, cfg config.Config, service string, env func(s
 	}
 	d.httpLis = capConnections(lis, cfg.HTTP.MaxConnsPerAddress, reg, log)
 	d.http = newHTTPServer(cfg.HTTP, d.broker.Handler())
+	if cfg.HTTP.TLS.Enabled() {
+		getCert, err := mtls.ServerCertificate(cfg.HTTP.TLS.CertFile, cfg.HTTP.TLS.KeyFile, log.With("component", "http-tls"))
+		if err != nil {
+			return nil, fmt.Errorf("http.tls: %w", err)
+		}
+		// ServeTLS adds h2 to NextProtos; agents' WebSockets negotiate
+		// http/1.1.
+		d.http.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCert}
+	}
 	return d, nil
+}
+
+// federationConfig is the federation section as the service takes it: off
+// (nothing sent to or taken from other brokers) unless config says the
+// broker federates (config.FederationEnabled), the peers' roots being the
+// system's plus federation.ca_file.
+func federationConfig(cfg config.Config, log *slog.Logger) (federation.Config, error) {
+	f := cfg.Federation
+	if !cfg.FederationEnabled() {
+		return federation.Config{Disabled: true}, nil
+	}
+	out := federation.Config{
+		BrokerName: cfg.BrokerName(), Skew: f.Skew, OutboxMaxAge: f.OutboxMaxAge, RetryMin: f.RetryMin, RetryMax: f.RetryMax,
+		Senders: f.Senders, PerRemote: f.PerRemote,
+		Discovery: discovery.Config{AllowPlainHTTPLoopback: f.AllowPlainHTTPLoopback, AllowPrivate: f.AllowPrivateTargets,
+			Resolve: f.Resolve, MaxMaxAge: f.KeyCacheMaxAge, Logger: log.With("component", "discovery")},
+	}
+	if n, per := f.StrangerLimit(); n > 0 {
+		out.StrangerRate = federation.Rate{PerMinute: float64(n) * float64(time.Minute) / float64(per), Burst: n}
+	}
+	if f.CAFile != "" {
+		roots, err := x509.SystemCertPool()
+		if err != nil {
+			roots = x509.NewCertPool()
+		}
+		pem, err := os.ReadFile(f.CAFile)
+		if err != nil {
+			return out, fmt.Errorf("federation.ca_file: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return out, fmt.Errorf("federation.ca_file %s: no PEM certificate in it", f.CAFile)
+		}
+		out.Discovery.RootCAs = roots
+	}
+	return out, nil
 }
 
 // newHTTPServer is the public HTTP server with the http section's timeouts
 // and header limit; each route adds its body limit (internal/httproute).
+//
+// Shutdown waits for requests in flight, but a long-lived one (an MCP
+// session's event stream, a WebSocket of pushed items) would never end on
+// its own: every request's context is cancelled when Shutdown starts, so
+// those handlers return and the agent reconnects to another replica.
 func newHTTPServer(c config.HTTP, h http.Handler) *http.Server {
-	return &http.Server{
+	base, stop := context.WithCancel(context.Background())
+	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		ReadTimeout:       c.ReadTimeout,
 		WriteTimeout:      c.WriteTimeout,
 		IdleTimeout:       c.IdleTimeout,
 		MaxHeaderBytes:    c.MaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
+	srv.RegisterOnShutdown(stop)
+	return srv
 }
 
 // capConnections caps the connections per client address on lis, counting
@@ -492,28 +561,37 @@ func operators(ops []config.Operator) []broker.Operator {
 	return out
 }
 
-// loadKEK reads the key-encryption key from ALPD_KEK or keystore.kek_file.
-// With neither, a development key is generated next to the keystore (0600)
-// and a warning says that production must supply one from a secret store.
+// loadKEK reads the key-encryption key as [ReadKEK] does. With neither
+// ALPD_KEK nor keystore.kek_file, a development key is generated first at
+// config.Config.KEKPath (next to the keystore, 0600) and a warning says that
+// production must supply one from a secret store.
 func loadKEK(cfg config.Config, env func(string) string, log *slog.Logger) ([]byte, error) {
-	if s := env("ALPD_KEK"); s != "" {
-		kek, err := keystore.ParseKEK(s)
-		if err != nil {
-			return nil, fmt.Errorf("ALPD_KEK: %w", err)
-		}
-		return kek, nil
-	}
-	path := cfg.Keystore.KEKFile
-	if path == "" {
-		path = filepath.Join(filepath.Dir(cfg.KeystorePath()), KEKFileName)
-		created, err := createDevKEK(path)
+	if env(config.EnvKEK) == "" && cfg.Keystore.KEKFile == "" {
+		created, err := createDevKEK(cfg.KEKPath())
 		if err != nil {
 			return nil, err
 		}
 		if created {
-			log.Warn("generated a development key-encryption key; in production set ALPD_KEK or keystore.kek_file from a secret store", "path", path)
+			log.Warn("generated a development key-encryption key; in production set ALPD_KEK or keystore.kek_file from a secret store", "path", cfg.KEKPath())
 		}
 	}
+	return ReadKEK(cfg, env)
+}
+
+// ReadKEK reads the key-encryption key that seals cfg's keystore file, as
+// alpd does: from ALPD_KEK (looked up with env) if set, else from
+// config.Config.KEKPath (keystore.kek_file, or the development key next to
+// the keystore). It creates nothing: offline tools (alpctl keys) use it on
+// a stopped broker's files.
+func ReadKEK(cfg config.Config, env func(string) string) ([]byte, error) {
+	if s := env(config.EnvKEK); s != "" {
+		kek, err := keystore.ParseKEK(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", config.EnvKEK, err)
+		}
+		return kek, nil
+	}
+	path := cfg.KEKPath()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("keystore.kek_file: %w", err)
@@ -579,7 +657,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 2)
 	go func() {
-		if err := d.http.Serve(d.httpLis); !errors.Is(err, http.ErrServerClosed) {
+		serve := d.http.Serve
+		if d.http.TLSConfig != nil {
+			serve = func(l net.Listener) error { return d.http.ServeTLS(l, "", "") }
+		}
+		if err := serve(d.httpLis); !errors.Is(err, http.ErrServerClosed) {
 			serveErr <- fmt.Errorf("http: %w", err)
 		}
 	}()
@@ -654,21 +736,93 @@ func (d *Daemon) close() {
 	}
 }
 
+// mcpConfig is the MCP endpoint's settings: the allowed browser origins
+// are the NLIP door's (nlip.allowed_origins), so an operator allows an
+// origin once for every agent door.
+func mcpConfig(nc nlipapi.Config) mcpapi.Config {
+	mc := mcpapi.DefaultConfig()
+	mc.AllowedOrigins = nc.AllowedOrigins
+	return mc
+}
+
+// perMinute is a rate given per minute, as the config file gives them.
+func perMinute(n, burst int) ingress.Rate { return ingress.Rate{Limit: float64(n) / 60, Burst: burst} }
+
+// doorConfig is the send path every agent door shares (NLIP, MCP, REST):
+// the nlip section's rates, decision wait and NMP halt threshold, which
+// predate the other doors, set it for all of them.
+func doorConfig(c config.NLIP) ingress.DoorConfig {
+	d := ingress.DefaultDoorConfig()
+	d.NMP.Halt.Percent = uint64(c.NMPHaltPercent)
+	d.DecisionWait = c.DecisionWait
+	d.PerAgent = perMinute(c.AgentPerMinute, c.AgentBurst)
+	d.PerPerson = perMinute(c.PersonPerMinute, c.PersonBurst)
+	d.PerTenant = perMinute(c.TenantPerMinute, c.TenantBurst)
+	return d
+}
+
 // nlipConfig maps the nlip section to the NLIP endpoints' settings.
 func nlipConfig(c config.NLIP) nlipapi.Config {
-	perMinute := func(n, burst int) ingress.Rate { return ingress.Rate{Limit: float64(n) / 60, Burst: burst} }
 	nc := nlipapi.DefaultConfig()
 	nc.Message = nlip.Limits{MaxMessageBytes: c.MaxMessageBytes, MaxSubmessages: c.MaxSubmessages, MaxContentDepth: c.MaxDepth}
-	nc.NMP.Halt.Percent = uint64(c.NMPHaltPercent)
-	nc.DecisionWait = c.DecisionWait
 	nc.AllowedOrigins = c.AllowedOrigins
-	nc.PerAgent = perMinute(c.AgentPerMinute, c.AgentBurst)
-	nc.PerPerson = perMinute(c.PersonPerMinute, c.PersonBurst)
-	nc.PerTenant = perMinute(c.TenantPerMinute, c.TenantBurst)
 	nc.WSMessageRate = perMinute(c.WSPerMinute, c.WSBurst)
 	nc.WSIdleTimeout = c.WSIdleTimeout
 	nc.WSReadTimeout = c.WSReadTimeout
 	nc.WSMaxPerAgent, nc.WSMaxPerPerson = c.WSMaxPerAgent, c.WSMaxPerPerson
 	nc.WSReadBuffer = int64(c.WSReadBufferBytes)
 	return nc
+}
+
+// notificationsConfig is approvals.notifications as the notifier takes it,
+// with the secret, password and CA files read; nil when no channel is
+// configured (nobody is notified).
+func notificationsConfig(n config.Notifications) (*notify.Config, error) {
+	if len(n.Webhooks) == 0 && n.Email == nil {
+		return nil, nil
+	}
+	out := &notify.Config{Digest: n.Digest, RetryMin: n.RetryMin, RetryMax: n.RetryMax, MaxAge: n.MaxAge}
+	for i, w := range n.Webhooks {
+		secret, err := os.ReadFile(w.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("approvals.notifications.webhooks[%d].secret_file: %w", i, err)
+		}
+		out.Webhooks = append(out.Webhooks, notify.Webhook{URL: w.URL, Secret: bytes.TrimSpace(secret), Person: w.Person, Tenant: w.Tenant})
+	}
+	if e := n.Email; e != nil {
+		m := &notify.Email{Addr: e.Addr, From: e.From, Username: e.Username, StartTLS: e.StartTLS, ServerName: e.ServerName, To: e.To}
+		if e.PasswordFile != "" {
+			pw, err := os.ReadFile(e.PasswordFile)
+			if err != nil {
+				return nil, fmt.Errorf("approvals.notifications.email.password_file: %w", err)
+			}
+			m.Password = strings.TrimSpace(string(pw))
+		}
+		if e.CAFile != "" {
+			pem, err := os.ReadFile(e.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("approvals.notifications.email.ca_file: %w", err)
+			}
+			pool, err := x509.SystemCertPool()
+			if err != nil {
+				pool = x509.NewCertPool()
+			}
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("approvals.notifications.email.ca_file: no PEM certificate in %s", e.CAFile)
+			}
+			m.RootCAs = pool
+		}
+		out.Email = m
+	}
+	if q := n.QuietHours; q != nil {
+		loc := time.UTC
+		if q.TimeZone != "" {
+			var err error
+			if loc, err = time.LoadLocation(q.TimeZone); err != nil {
+				return nil, fmt.Errorf("approvals.notifications.quiet_hours.time_zone: %w", err)
+			}
+		}
+		out.QuietHours = &notify.QuietHours{Start: q.Start, End: q.End, Location: loc}
+	}
+	return out, nil
 }

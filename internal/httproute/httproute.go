@@ -69,11 +69,15 @@ const (
 	AgentOrPerson Caller = "agent-or-person"
 	// Operator routes need an operator token.
 	Operator Caller = "operator"
+	// Broker routes need a remote broker's signed request (federation's
+	// Authorization header); an agent's or a person's credential means
+	// nothing there.
+	Broker Caller = "broker"
 )
 
 func (c Caller) valid() bool {
 	switch c {
-	case Public, Agent, Person, AgentOrPerson, Operator:
+	case Public, Agent, Person, AgentOrPerson, Operator, Broker:
 		return true
 	}
 	return false

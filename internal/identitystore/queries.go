@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
@@ -311,4 +312,50 @@ func (s *Store) AgentClasses(tenant, personID string, now time.Time) ([]alpv1.Tr
 		out = []alpv1.TrustClass{}
 	}
 	return out, nil
+}
+
+// Agent is what identity knows of one of a person's agents, for the line
+// the broker writes above what the agent sent: its name, the trust class
+// of its credential and whether an organization vouched for it.
+type Agent struct {
+	ID string
+	// Name is the client's registered name, or the personal access
+	// token's; empty when identity no longer knows the agent.
+	Name  string
+	Class alpv1.TrustClass
+	// Attested: an organization admin registered the agent's client
+	// (company) or bound a vendor's attestation to it; every other agent
+	// (public clients, personal access tokens) is self-attested.
+	Attested bool
+}
+
+// AgentOf describes agent agentID of person personID: a grant's client
+// (revoked or not: a message it sent earlier still names it), or a
+// personal access token ("pat_<id>"). ErrNotFound when the person has no
+// such agent.
+func (s *Store) AgentOf(tenant, personID, agentID string) (Agent, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return Agent{}, err
+	}
+	s.f.RLock()
+	defer s.f.RUnlock()
+	if id, ok := strings.CutPrefix(agentID, "pat_"); ok {
+		if p := ts.pats[id]; p != nil && p.PersonID == personID {
+			return Agent{ID: agentID, Name: p.Name, Class: alpv1.TrustClass_TRUST_CLASS_CONSUMER}, nil
+		}
+		return Agent{}, fmt.Errorf("%w: agent %q", ErrNotFound, agentID)
+	}
+	for _, g := range ts.grantsOf[personID] {
+		if g.AgentID != agentID {
+			continue
+		}
+		a := Agent{ID: agentID, Class: g.Class}
+		if c := ts.clients[g.ClientID]; c != nil {
+			a.Name = c.Name
+			a.Attested = c.Kind == alpv1.ClientKind_CLIENT_KIND_CONFIDENTIAL || c.VendorAttestation != ""
+		}
+		return a, nil
+	}
+	return Agent{}, fmt.Errorf("%w: agent %q", ErrNotFound, agentID)
 }

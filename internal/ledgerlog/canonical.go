@@ -92,9 +92,18 @@ func (w *canonWriter) elem() {
 func (e *Entry) appendCanonical(b []byte) []byte {
 	w := canonWriter{b: b}
 	w.open()
+	w.optMember("action", e.Action)
+	w.optMember("agent", e.Agent)
+	w.optMember("binding_code", e.BindingCode)
+	w.optMember("broker", e.Broker)
+	w.optMember("checkpoint", e.Checkpoint)
+	w.optMember("code", e.Code)
 	w.optMember("commitment", e.Commitment)
+	w.optMember("cosignature", e.Cosignature)
 	w.optMember("counterparty", e.Counterparty)
-	w.strMember("envelope_id", e.EnvelopeID)
+	// Required on every kind but checkpoint.cosigned, which has none.
+	w.optMember("envelope_id", e.EnvelopeID)
+	w.optMember("expires", e.Expires)
 	if len(e.Fields) > 0 {
 		w.key("fields")
 		w.b = append(w.b, '[')
@@ -125,18 +134,27 @@ func (e *Entry) appendCanonical(b []byte) []byte {
 		}
 		w.b = append(w.b, ']')
 	}
+	w.strings("held_ids", e.HeldIDs)
+	w.optMember("held_kind", e.HeldKind)
 	w.uintMember("i", e.Index)
+	w.optMember("item", e.Item)
 	w.strMember("kind", e.Kind)
 	w.strMember("log", e.Log)
+	w.optMember("origin_signature", e.OriginSignature)
 	w.optMember("outcome", e.Outcome)
+	w.optMember("payload_digest", e.PayloadDigest)
 	w.reasons("reasons", e.Reasons)
 	if e.Receipt != nil {
 		w.key("receipt")
 		w.b = e.Receipt.appendCanonical(w.b, true)
 	}
+	w.optMember("rule", e.Rule)
 	w.strings("rule_versions", e.RuleVersions)
 	w.strMember("source_event", e.SourceEvent)
+	w.optMember("state", e.State)
+	w.optMember("trust_class", e.TrustClass)
 	w.strMember("ts", e.Time)
+	w.optMember("type", e.Type)
 	w.uintMember("v", uint64(e.V))
 	if len(e.Views) > 0 {
 		w.key("views")
@@ -151,6 +169,8 @@ func (e *Entry) appendCanonical(b []byte) []byte {
 		}
 		w.b = append(w.b, ']')
 	}
+	w.optMember("wire_sha256", e.WireDigest)
+	w.strings("withheld", e.Withheld)
 	w.close()
 	return w.b
 }

@@ -71,6 +71,11 @@ func TestCanonicalEncoderMatchesJCS(t *testing.T) {
 		for range r.IntN(3) {
 			e.Views = append(e.Views, View{TrustClass: randString(r, true), Pointers: randStrings()})
 		}
+		e.Agent, e.TrustClass, e.Withheld, e.HeldIDs = randString(r, true), randString(r, true), randStrings(), randStrings()
+		e.Broker, e.Code, e.OriginSignature, e.WireDigest = randString(r, true), randString(r, true), randString(r, true), randString(r, true)
+		e.Checkpoint, e.Cosignature = randString(r, true), randString(r, true)
+		e.Item, e.HeldKind, e.PayloadDigest, e.BindingCode = randString(r, true), randString(r, true), randString(r, true), randString(r, true)
+		e.Expires, e.State, e.Rule, e.Type, e.Action = randString(r, true), randString(r, true), randString(r, true), randString(r, true), randString(r, true)
 		if r.IntN(3) == 0 {
 			rc := &Receipt{Type: randString(r, true), EnvelopeID: randString(r, true), Commitment: randString(r, true),
 				Log: randString(r, true), Index: r.Uint64N(1 << 40), LeafHash: randString(r, true),

@@ -124,6 +124,10 @@ func CheckOpening(commitment string, salt []byte, digest [32]byte) error {
 	return nil
 }
 
+// CheckCommitment checks the syntax of a commitment string (one carried
+// between brokers, say).
+func CheckCommitment(c string) error { return checkCommitment(c) }
+
 // checkCommitment checks the syntax of a commitment string.
 func checkCommitment(c string) error {
 	h, ok := bytes.CutPrefix([]byte(c), []byte(CommitmentScheme))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -22,7 +23,11 @@ const (
 	// KindSendRequested: the person's agent asked to send an envelope.
 	KindSendRequested = "envelope.send_requested"
 	// KindReceived: an envelope from a counterparty was received for the
-	// person.
+	// person. From a sender on the same broker it carries the sender's own
+	// commitment (the very string of the sender's envelope entry), with no
+	// opening in the recipient's log: the recipient has no claim to a
+	// digest of fields the sender side may have withheld from them, and the
+	// equal commitments tie the two leaves together (Match).
 	KindReceived = "envelope.received"
 	// KindDecided: policy's sender-side decision on an envelope the person
 	// sent: the outcome, every field's verdict and why, as the sender may
@@ -38,12 +43,68 @@ const (
 	// KindReceiptReceived: the counterparty's receipt for an envelope,
 	// embedded, so the ledger holds a pointer into the other ledger.
 	KindReceiptReceived = "receipt.received"
+	// KindInboxDelivered: one of the person's agents acknowledged an inbox
+	// item, so the envelope was delivered to it in the view of its trust
+	// class: the agent (its opaque id), the class, the pointers of the
+	// fields its view left out and the held items it was told about.
+	KindInboxDelivered = "inbox.delivered"
+	// KindFederationAccepted: the recipient's broker (another one) took
+	// the envelope the person sent (its signed Accepted): it left this
+	// broker, and that broker now owes a receipt.
+	KindFederationAccepted = "federation.accepted"
+	// KindFederationFailed: the envelope the person sent could not be
+	// delivered to the recipient's broker: it refused it, or it could not
+	// be reached before the outbox gave up (the code says which).
+	KindFederationFailed = "federation.failed"
+	// KindCheckpointCosigned: a counterparty's witness cosigned one of the
+	// log's checkpoints (C2SP tlog-cosignature): the checkpoint as this
+	// log signed it and the cosigner's signature line. It names no envelope.
+	KindCheckpointCosigned = "checkpoint.cosigned"
+	// KindApprovalRequested: something waits for the person's decision
+	// (approvals): the item, its held kind, the envelope, the digest of
+	// the held payload a decision is bound to, the binding code the
+	// sending agent shows and when it expires — never the held values.
+	KindApprovalRequested = "approval.requested"
+	// KindApprovalDecision: the person's decision on an item (or its
+	// expiry, supersession, cancellation): the state, the digest it was
+	// bound to and the standing rule an "approve always" created.
+	KindApprovalDecision = "approval.decision"
+	// KindRuleCreated: the person's standing rule ("approve always"):
+	// what it covers (message type, counterparty, commit action) and until
+	// when. It names no envelope.
+	KindRuleCreated = "rule.created"
+	// KindRuleRevoked: the person revoked a standing rule. It names no
+	// envelope.
+	KindRuleRevoked = "rule.revoked"
 )
+
+// Approval states ("state" of an approval.decision), as approvals names
+// them.
+const (
+	StateApprovedOnce   = "approved_once"
+	StateApprovedAlways = "approved_always"
+	StateDenied         = "denied"
+	StateExpired        = "expired"
+	StateSuperseded     = "superseded"
+	StateCancelled      = "cancelled"
+)
+
+// IsApprovalKind reports whether kind records the person's approvals (an
+// item, a decision, a standing rule).
+func IsApprovalKind(kind string) bool {
+	switch kind {
+	case KindApprovalRequested, KindApprovalDecision, KindRuleCreated, KindRuleRevoked:
+		return true
+	}
+	return false
+}
 
 // KnownKind reports whether kind is an entry kind this version understands.
 func KnownKind(kind string) bool {
 	switch kind {
-	case KindSendRequested, KindReceived, KindDecided, KindDeliverable, KindReceiptIssued, KindReceiptReceived:
+	case KindSendRequested, KindReceived, KindDecided, KindDeliverable, KindReceiptIssued, KindReceiptReceived, KindInboxDelivered,
+		KindFederationAccepted, KindFederationFailed, KindCheckpointCosigned,
+		KindApprovalRequested, KindApprovalDecision, KindRuleCreated, KindRuleRevoked:
 		return true
 	}
 	return false
@@ -104,6 +165,13 @@ const (
 	HeldConnectionRequest  = "connection_request"
 	HeldCommitment         = "commitment"
 	HeldConfidentialFields = "confidential_fields"
+)
+
+// Trust classes of a person's agents ("trust_class" of a view or a
+// delivery), as policy and identity name them.
+const (
+	TrustClassCompany  = "company"
+	TrustClassConsumer = "consumer"
 )
 
 // TimeLayout is the one accepted form of "ts": RFC 3339, UTC, milliseconds.
@@ -170,7 +238,7 @@ type Entry struct {
 	// SourceEvent is the id of the bus event the entry was derived from, so
 	// an operator can trace a leaf to its cause.
 	SourceEvent string `json:"source_event"`
-	EnvelopeID  string `json:"envelope_id"`
+	EnvelopeID  string `json:"envelope_id,omitempty"`
 	// Commitment is Commit(salt, EnvelopeDigest(...)), or empty if the
 	// envelope was erased before it was recorded.
 	Commitment string `json:"commitment,omitempty"`
@@ -188,6 +256,48 @@ type Entry struct {
 	RuleVersions []string       `json:"rule_versions,omitempty"`
 	Held         []HeldItem     `json:"held,omitempty"`
 	Views        []View         `json:"views,omitempty"`
+	// Agent (the agent's opaque id), TrustClass, Withheld (pointers of
+	// the fields policy let through that the agent's view left out) and
+	// HeldIDs (the held items the agent was told about) are a delivery's
+	// (KindInboxDelivered) only, and required there but for the lists.
+	Agent      string   `json:"agent,omitempty"`
+	TrustClass string   `json:"trust_class,omitempty"`
+	Withheld   []string `json:"withheld,omitempty"`
+	HeldIDs    []string `json:"held_ids,omitempty"`
+	// Broker (the remote broker's name) and Code (the failure's stable
+	// code) are federation's outcomes' (KindFederationAccepted: broker;
+	// KindFederationFailed: code, broker when known).
+	Broker string `json:"broker,omitempty"`
+	Code   string `json:"code,omitempty"`
+	// OriginSignature ("<broker> <key id> <signature>") and WireDigest
+	// (base64url SHA-256 of the exact bytes that broker signed) are an
+	// envelope.received's from another broker: the receiver keeps the
+	// sender's broker's signature on its own log, checkable against the
+	// envelope's bytes and that broker's published keys.
+	OriginSignature string `json:"origin_signature,omitempty"`
+	WireDigest      string `json:"wire_sha256,omitempty"`
+	// Checkpoint (a signed checkpoint of this log, the exact note) and
+	// Cosignature (the cosigner's signature line, without its newline) are
+	// a KindCheckpointCosigned's, and required there.
+	Checkpoint  string `json:"checkpoint,omitempty"`
+	Cosignature string `json:"cosignature,omitempty"`
+	// Item (the approval item's id), HeldKind (its kind, as in "held"),
+	// PayloadDigest (hex SHA-256 of the held payload, the envelope id and
+	// the kind), BindingCode and Expires (TimeLayout) are an
+	// approval.requested's; Item, State, PayloadDigest and Rule (the
+	// standing rule an approved_always created) an approval.decision's;
+	// Rule, Type (the message type), Counterparty (its domain), Action
+	// (the x-alp-commits word) and Expires a rule.created's; Rule a
+	// rule.revoked's.
+	Item          string `json:"item,omitempty"`
+	HeldKind      string `json:"held_kind,omitempty"`
+	PayloadDigest string `json:"payload_digest,omitempty"`
+	BindingCode   string `json:"binding_code,omitempty"`
+	Expires       string `json:"expires,omitempty"`
+	State         string `json:"state,omitempty"`
+	Rule          string `json:"rule,omitempty"`
+	Type          string `json:"type,omitempty"`
+	Action        string `json:"action,omitempty"`
 	// Time is when the broker recorded the entry, in TimeLayout.
 	Time string `json:"ts"`
 	// Receipt is the counterparty's receipt (KindReceiptReceived, required)
@@ -212,7 +322,7 @@ func (e Entry) Validate() error {
 	if err := checkText("source_event", e.SourceEvent, true); err != nil {
 		return err
 	}
-	if err := checkText("envelope_id", e.EnvelopeID, true); err != nil {
+	if err := checkText("envelope_id", e.EnvelopeID, e.Kind != KindCheckpointCosigned && e.Kind != KindRuleCreated && e.Kind != KindRuleRevoked); err != nil {
 		return err
 	}
 	if err := checkText("counterparty", e.Counterparty, false); err != nil {
@@ -224,6 +334,18 @@ func (e Entry) Validate() error {
 		}
 	}
 	if err := e.validateDecision(); err != nil {
+		return err
+	}
+	if err := e.validateDelivery(); err != nil {
+		return err
+	}
+	if err := e.validateFederation(); err != nil {
+		return err
+	}
+	if err := e.validateCosigned(); err != nil {
+		return err
+	}
+	if err := e.validateApproval(); err != nil {
 		return err
 	}
 	if t, err := time.Parse(TimeLayout, e.Time); err != nil || t.Format(TimeLayout) != e.Time {
@@ -326,6 +448,172 @@ func (e Entry) validateDecision() error {
 		}
 		if err := checkPointers(fmt.Sprintf("view %d", i), v.Pointers); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// validateDelivery checks the members only a delivery carries: agent and
+// trust class present on it, absent elsewhere; a delivery records no
+// commitment (the envelope's entry does).
+func (e Entry) validateDelivery() error {
+	if e.Kind != KindInboxDelivered {
+		if e.Agent != "" || e.TrustClass != "" || len(e.Withheld) > 0 || len(e.HeldIDs) > 0 {
+			return fmt.Errorf("%s carries a delivery (agent, trust class, withheld or held ids)", e.Kind)
+		}
+		return nil
+	}
+	if e.Commitment != "" {
+		return fmt.Errorf("%s carries a commitment (the envelope's entry does)", e.Kind)
+	}
+	if err := checkText("agent", e.Agent, true); err != nil {
+		return err
+	}
+	if err := checkText("trust class", e.TrustClass, true); err != nil {
+		return err
+	}
+	if err := checkPointers("withheld", e.Withheld); err != nil {
+		return err
+	}
+	if len(e.HeldIDs) > maxList {
+		return fmt.Errorf("%d held ids, at most %d", len(e.HeldIDs), maxList)
+	}
+	for i, id := range e.HeldIDs {
+		if err := checkText("held id", id, true); err != nil {
+			return fmt.Errorf("held id %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// validateFederation checks the members only federation's outcomes carry,
+// and the origin signature only an envelope.received may.
+func (e Entry) validateFederation() error {
+	if e.Kind != KindReceived && (e.OriginSignature != "" || e.WireDigest != "") {
+		return fmt.Errorf("%s carries an origin signature", e.Kind)
+	}
+	if err := checkText("origin signature", e.OriginSignature, false); err != nil {
+		return err
+	}
+	if err := checkText("wire digest", e.WireDigest, e.OriginSignature != ""); err != nil {
+		return err
+	}
+	switch e.Kind {
+	case KindFederationAccepted, KindFederationFailed:
+	default:
+		if e.Broker != "" || e.Code != "" {
+			return fmt.Errorf("%s carries a federation outcome (broker or code)", e.Kind)
+		}
+		return nil
+	}
+	if e.Commitment != "" {
+		return fmt.Errorf("%s carries a commitment (the envelope's entry does)", e.Kind)
+	}
+	if err := checkText("broker", e.Broker, e.Kind == KindFederationAccepted); err != nil {
+		return err
+	}
+	if e.Kind == KindFederationAccepted && e.Code != "" {
+		return fmt.Errorf("%s carries a code", e.Kind)
+	}
+	return checkText("code", e.Code, e.Kind == KindFederationFailed)
+}
+
+// validateCosigned checks a cosignature entry: a checkpoint of this very
+// log, a well-formed cosignature line, no envelope; and that no other
+// kind carries them.
+func (e Entry) validateCosigned() error {
+	if e.Kind != KindCheckpointCosigned {
+		if e.Checkpoint != "" || e.Cosignature != "" {
+			return fmt.Errorf("%s carries a checkpoint or cosignature", e.Kind)
+		}
+		return nil
+	}
+	switch {
+	case e.EnvelopeID != "":
+		return fmt.Errorf("%s names an envelope", e.Kind)
+	case e.Commitment != "":
+		return fmt.Errorf("%s carries a commitment", e.Kind)
+	case len(e.Checkpoint) > MaxCheckpointBytes:
+		return fmt.Errorf("checkpoint of %d bytes, at most %d", len(e.Checkpoint), MaxCheckpointBytes)
+	}
+	if err := checkString("checkpoint", e.Checkpoint); err != nil {
+		return err
+	}
+	c, err := CheckpointText([]byte(e.Checkpoint))
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", trimPrefix(err))
+	}
+	if c.Origin != e.Log {
+		return fmt.Errorf("checkpoint of %s in the log %s", quote(c.Origin), e.Log)
+	}
+	if err := checkText("cosignature", e.Cosignature, true); err != nil {
+		return err
+	}
+	if _, err := ParseCosignature(e.Cosignature); err != nil {
+		return trimPrefix(err)
+	}
+	return nil
+}
+
+// validateApproval checks the members only approvals' entries carry:
+// each kind's required ones present, the others absent; none of them
+// records a commitment, and only approval entries name an item or rule.
+func (e Entry) validateApproval() error {
+	type member struct {
+		name, v string
+	}
+	all := []member{{"item", e.Item}, {"held_kind", e.HeldKind}, {"payload_digest", e.PayloadDigest}, {"binding_code", e.BindingCode},
+		{"expires", e.Expires}, {"state", e.State}, {"rule", e.Rule}, {"type", e.Type}, {"action", e.Action}}
+	// required and optional members of each kind; anything else is absent.
+	var required, optional []string
+	switch e.Kind {
+	case KindApprovalRequested:
+		required, optional = []string{"item", "held_kind", "payload_digest"}, []string{"binding_code", "expires"}
+	case KindApprovalDecision:
+		required, optional = []string{"item", "state"}, []string{"held_kind", "payload_digest", "rule"}
+	case KindRuleCreated:
+		required, optional = []string{"rule", "type", "action"}, []string{"expires"}
+	case KindRuleRevoked:
+		required = []string{"rule"}
+	}
+	for _, m := range all {
+		req, opt := slices.Contains(required, m.name), slices.Contains(optional, m.name)
+		if !req && !opt {
+			if m.v != "" {
+				return fmt.Errorf("%s carries %s (an approval's)", e.Kind, m.name)
+			}
+			continue
+		}
+		if err := checkText(m.name, m.v, req); err != nil {
+			return err
+		}
+	}
+	if !IsApprovalKind(e.Kind) {
+		return nil
+	}
+	if e.Commitment != "" {
+		return fmt.Errorf("%s carries a commitment (the envelope's entry does)", e.Kind)
+	}
+	if (e.Kind == KindRuleCreated || e.Kind == KindRuleRevoked) && e.EnvelopeID != "" {
+		return fmt.Errorf("%s names an envelope", e.Kind)
+	}
+	if e.HeldKind != "" {
+		switch e.HeldKind {
+		case HeldConnectionRequest, HeldCommitment, HeldConfidentialFields:
+		default:
+			return fmt.Errorf("held_kind %s is not connection_request, commitment or confidential_fields", quote(e.HeldKind))
+		}
+	}
+	if e.State != "" {
+		switch e.State {
+		case StateApprovedOnce, StateApprovedAlways, StateDenied, StateExpired, StateSuperseded, StateCancelled:
+		default:
+			return fmt.Errorf("state %s is not approved_once, approved_always, denied, expired, superseded or cancelled", quote(e.State))
+		}
+	}
+	if e.Expires != "" {
+		if t, err := time.Parse(TimeLayout, e.Expires); err != nil || t.Format(TimeLayout) != e.Expires {
+			return fmt.Errorf("expires %s is not %s (UTC, milliseconds)", quote(e.Expires), TimeLayout)
 		}
 	}
 	return nil

@@ -31,6 +31,17 @@ func sampleDeliverable() Entry {
 	}
 }
 
+// sampleDelivery is one agent's acknowledged inbox item.
+func sampleDelivery() Entry {
+	return Entry{
+		V: EntryVersion, Log: Origin("b.example", "bob"), Index: 4, Kind: KindInboxDelivered,
+		SourceEvent: "0192f0c4-0000-7000-8000-000000000003", EnvelopeID: envID(1),
+		Agent: "https://muse.example/client", TrustClass: "consumer",
+		Withheld: []string{"/budget"}, HeldIDs: []string{"h-2"},
+		Time: FormatTime(time.Date(2026, 11, 30, 16, 4, 7, 0, time.UTC)),
+	}
+}
+
 func TestOrigin(t *testing.T) {
 	if got := Origin("a.example", "3f2a9c"); got != "a.example/alp/ledger/3f2a9c" {
 		t.Fatal(got)
@@ -81,7 +92,18 @@ func TestEntryCanonicalRoundTrip(t *testing.T) {
 	if string(dleaf) != want {
 		t.Fatalf("leaf\n%s\nwant\n%s", dleaf, want)
 	}
-	for _, l := range [][]byte{leaf, dleaf} {
+	del := sampleDelivery()
+	delLeaf, err := del.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = `{"agent":"https://muse.example/client","envelope_id":"` + envID(1) + `","held_ids":["h-2"],"i":4,"kind":"inbox.delivered",` +
+		`"log":"b.example/alp/ledger/bob","source_event":"0192f0c4-0000-7000-8000-000000000003","trust_class":"consumer",` +
+		`"ts":"2026-11-30T16:04:07.000Z","v":1,"withheld":["/budget"]}`
+	if string(delLeaf) != want {
+		t.Fatalf("leaf\n%s\nwant\n%s", delLeaf, want)
+	}
+	for _, l := range [][]byte{leaf, dleaf, delLeaf} {
 		back, err := ParseEntry(l)
 		if err != nil {
 			t.Fatal(err)
@@ -181,6 +203,42 @@ func TestEntryValidate(t *testing.T) {
 		}
 	}
 	if _, err := sampleDeliverable().Canonical(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*Entry){
+		"no agent":              func(e *Entry) { e.Agent = "" },
+		"no trust class":        func(e *Entry) { e.TrustClass = "" },
+		"control in agent":      func(e *Entry) { e.Agent = "mu\nse" },
+		"empty held id":         func(e *Entry) { e.HeldIDs = []string{""} },
+		"too many held ids":     func(e *Entry) { e.HeldIDs = make([]string, maxList+1) },
+		"too many withheld":     func(e *Entry) { e.Withheld = make([]string, maxFields+1) },
+		"long withheld pointer": func(e *Entry) { e.Withheld = []string{"/" + strings.Repeat("x", 600)} },
+		"commitment":            func(e *Entry) { e.Commitment = Commit(make([]byte, SaltSize), [32]byte{}) },
+		"decision members":      func(e *Entry) { e.Outcome = OutcomeDeliver },
+		"views":                 func(e *Entry) { e.Views = []View{{TrustClass: "consumer"}} },
+		"receipt":               func(e *Entry) { e.Receipt = rc },
+	} {
+		e := sampleDelivery()
+		mut(&e)
+		if _, err := e.Canonical(); err == nil {
+			t.Errorf("delivery, %s: accepted", name)
+		}
+	}
+	for name, e := range map[string]Entry{"envelope": sampleEntry(), "deliverable": sampleDeliverable()} {
+		for what, mut := range map[string]func(*Entry){
+			"agent":       func(e *Entry) { e.Agent = "muse" },
+			"trust class": func(e *Entry) { e.TrustClass = "consumer" },
+			"withheld":    func(e *Entry) { e.Withheld = []string{"/budget"} },
+			"held ids":    func(e *Entry) { e.HeldIDs = []string{"h-1"} },
+		} {
+			c := e
+			mut(&c)
+			if _, err := c.Canonical(); err == nil {
+				t.Errorf("%s with %s: accepted", name, what)
+			}
+		}
+	}
+	if _, err := sampleDelivery().Canonical(); err != nil {
 		t.Fatal(err)
 	}
 	e := sampleEntry()

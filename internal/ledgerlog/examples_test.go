@@ -49,6 +49,19 @@ func exampleFiles(t *testing.T) map[string]string {
 	files["entry-pretty.json"] = pretty(t, a.entries[0].Leaf)
 	files["decided-pretty.json"] = pretty(t, a.entries[1].Leaf)
 	files["deliverable-pretty.json"] = pretty(t, p.b.entries[1].Leaf)
+	// Bob's company agent acknowledging the envelope's item.
+	delivered := Entry{V: EntryVersion, Log: p.b.origin, Index: p.b.tree.Size(), Kind: KindInboxDelivered,
+		SourceEvent: "evt-b.example-ack-0", EnvelopeID: envID(0), Agent: "agt_7f3a9c", TrustClass: TrustClassCompany,
+		HeldIDs: []string{p.b.entry(1).Held[0].ID}, Time: FormatTime(p.b.clock)}
+	leaf, err := delivered.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["delivered-pretty.json"] = pretty(t, leaf)
+	// A delivery between two people of one broker: the recipient's entry
+	// carries the sender's commitment.
+	local := localPair(t, 1, nil, nil)
+	files["received-local-pretty.json"] = pretty(t, local.b.entries[0].Leaf)
 	files["checkpoint.txt"] = string(x.Checkpoint)
 	files["vkey.txt"] = a.key.Verifier + "\n"
 	rc := a.entry(3).Receipt
@@ -125,7 +138,7 @@ func TestDocExamples(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docs/ledger.md: %v", err)
 	}
-	for _, name := range []string{"entry-pretty.json", "decided-pretty.json", "deliverable-pretty.json", "checkpoint.txt", "receipt.json", "tree.txt", "opening.txt", "vkey.txt"} {
+	for _, name := range []string{"entry-pretty.json", "decided-pretty.json", "deliverable-pretty.json", "delivered-pretty.json", "received-local-pretty.json", "checkpoint.txt", "receipt.json", "tree.txt", "opening.txt", "vkey.txt"} {
 		if !bytes.Contains(doc, []byte(files[name])) {
 			t.Errorf("docs/ledger.md does not contain testdata/examples/%s verbatim", name)
 		}

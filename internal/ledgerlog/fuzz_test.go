@@ -15,6 +15,9 @@ func FuzzParseEntry(f *testing.F) {
 	for _, e := range p.a.entries {
 		f.Add(e.Leaf)
 	}
+	if leaf, err := sampleDelivery().Canonical(); err == nil {
+		f.Add(leaf)
+	}
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"v":1,"i":1e400}`))
 	f.Fuzz(func(t *testing.T, leaf []byte) {

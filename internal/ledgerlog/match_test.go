@@ -212,3 +212,88 @@ func TestConsistentWith(t *testing.T) {
 		t.Fatal("other origin accepted")
 	}
 }
+
+// localPair is n deliveries from alice to bob on one broker (one tenant,
+// one key), as the ledger service records them: alice's envelope entry and
+// decision; bob's envelope.received carrying alice's own commitment (no
+// opening), his deliverable and his receipt for the received entry, which
+// alice records. mutate, if set, changes bob's received entry of
+// envelope k; skipReceipt drops alice's copy of bob's receipt for k.
+func localPair(t *testing.T, n int, mutate func(k int, e *Entry), skipReceipt func(k int) bool) *pair {
+	t.Helper()
+	ks := newKeyStore(3)
+	p := &pair{a: newTestLog(t, ks, "a.example", "alice"), b: newTestLog(t, ks, "a.example", "bob")}
+	for k := range n {
+		d := testDigest(t, k, addrA, "bob@a.example")
+		ia := p.a.add(Entry{Kind: KindSendRequested, EnvelopeID: envID(k), Counterparty: "a.example"}, &d)
+		p.a.add(decidedEntry(k, "a.example"), nil)
+		recv := Entry{Kind: KindReceived, EnvelopeID: envID(k), Counterparty: p.a.origin, Commitment: p.a.entry(ia).Commitment}
+		if mutate != nil {
+			mutate(k, &recv)
+		}
+		ib := p.b.add(recv, nil)
+		p.b.add(deliverableEntry(k, "a.example"), nil)
+		rb := p.b.receipt(ib, p.a.origin)
+		p.b.add(Entry{Kind: KindReceiptIssued, EnvelopeID: envID(k), Counterparty: p.a.origin, Receipt: rb}, nil)
+		if skipReceipt == nil || !skipReceipt(k) {
+			p.a.add(Entry{Kind: KindReceiptReceived, EnvelopeID: envID(k), Counterparty: p.b.origin, Receipt: rb}, nil)
+		}
+		p.b.add(Entry{Kind: KindInboxDelivered, EnvelopeID: envID(k), Agent: "dot", TrustClass: "company"}, nil)
+	}
+	return p
+}
+
+// TestMatchSameBroker: one receipt, the recipient's, relates two people of
+// one broker: the recipient's entry carries the sender's commitment
+// instead of holding the sender's receipt.
+func TestMatchSameBroker(t *testing.T) {
+	m := match(t, localPair(t, 3, nil, nil))
+	if !m.OK() || m.Matched != 3 || len(m.Rows) != 3 {
+		t.Fatalf("%s\n%s", m.Verdict(), matchRows(m))
+	}
+	for _, r := range m.Rows {
+		if r.AIndex < 0 || r.BIndex < 0 {
+			t.Errorf("row %+v", r)
+		}
+	}
+	if m.B.Openings != 0 || m.A.Openings != 3 {
+		t.Errorf("openings: A %d, B %d", m.A.Openings, m.B.Openings)
+	}
+	// The sender's side still needs the recipient's receipt.
+	m = match(t, localPair(t, 3, nil, func(k int) bool { return k == 1 }))
+	wantRow(t, m, 1, MatchMismatch, "ledger A holds no receipt from B")
+	onlyRowsBad(t, m, 1)
+	// A received entry with another commitment than the sender's is an
+	// envelope of its own: it needs the sender's receipt, and the
+	// recipient's receipt no longer proves the sender's commitment.
+	m = match(t, localPair(t, 3, func(k int, e *Entry) {
+		if k == 2 {
+			e.Commitment = Commit(make([]byte, SaltSize), [32]byte{2})
+		}
+	}, nil))
+	wantRow(t, m, 2, MatchMismatch, "ledger B holds no receipt from A")
+	onlyRowsBad(t, m, 2)
+}
+
+// TestVerifySameTenantReceipts: a receipt from another log of the same
+// tenant is signed with the tenant's key, which the export lists, so
+// verifying the sender's export alone checks it (no counterparty keys).
+func TestVerifySameTenantReceipts(t *testing.T) {
+	p := localPair(t, 2, nil, nil)
+	rep, err := Verify(roundTrip(t, p.a.export()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, rc := range rep.Receipts {
+		if rc.Kind == KindReceiptReceived {
+			n++
+			if rc.Status != ReceiptVerified {
+				t.Errorf("receipt at %d: %s, want verified", rc.Index, rc.Status)
+			}
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d received receipts checked, want 2", n)
+	}
+}

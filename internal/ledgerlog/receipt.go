@@ -284,3 +284,33 @@ func short(s string) string {
 	}
 	return s
 }
+
+// MaxReceiptBytes bounds a receipt document: a checkpoint and a proof of
+// at most MaxProofHashes hashes, with room to spare.
+const MaxReceiptBytes = 32 << 10
+
+// JSON returns the receipt as it travels (the ReceiptNotice's "receipt",
+// IssueReceipt's answer): its RFC 8785 form, signature included.
+func (r *Receipt) JSON() ([]byte, error) {
+	if err := r.validate(); err != nil {
+		return nil, fmt.Errorf("ledgerlog: receipt: %w", err)
+	}
+	return r.appendCanonical(nil, true), nil
+}
+
+// ParseReceipt reads a receipt document strictly (known members only, one
+// JSON value, the receipt's own rules). It checks the form, not the
+// signature: VerifyReceipt does, with the issuer's keys.
+func ParseReceipt(b []byte) (*Receipt, error) {
+	if len(b) > MaxReceiptBytes {
+		return nil, fmt.Errorf("ledgerlog: receipt of %d bytes, at most %d", len(b), MaxReceiptBytes)
+	}
+	var r Receipt
+	if err := decodeStrict(b, &r); err != nil {
+		return nil, fmt.Errorf("ledgerlog: receipt: %w", err)
+	}
+	if err := r.validate(); err != nil {
+		return nil, fmt.Errorf("ledgerlog: receipt: %w", err)
+	}
+	return &r, nil
+}

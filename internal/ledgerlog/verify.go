@@ -32,7 +32,9 @@ type Report struct {
 	Since      *Checkpoint
 	Consistent bool
 	Receipts   []ReceiptCheck
-	Problems   []Problem
+	// Cosignatures are the checkpoint.cosigned entries, each checked.
+	Cosignatures []CosignatureCheck
+	Problems     []Problem
 }
 
 // ReceiptCheck is the outcome of checking one embedded receipt.
@@ -81,7 +83,9 @@ type entryInfo struct {
 	commitment   string
 	counterparty string
 	receipt      *Receipt
-	computed     tlog.Hash // LeafHash of the bytes in the export
+	// checkpoint and cosignature are a checkpoint.cosigned entry's.
+	checkpoint, cosignature string
+	computed                tlog.Hash // LeafHash of the bytes in the export
 }
 
 // verified is a ledger after Verify, with what Match needs.
@@ -107,7 +111,10 @@ type verified struct {
 //     export's checkpoint is not smaller and a consistency proof computed
 //     from the leaves joins the two;
 //   - every embedded receipt verifies (a received one only if its issuer's
-//     keys were supplied with WithCounterpartyKeys).
+//     keys were supplied with WithCounterpartyKeys);
+//   - every recorded cosignature is of a checkpoint this log signed, a
+//     prefix of the export's, and verifies if its cosigner's key was
+//     supplied (WithCosignerKeys, or derived from WithCounterpartyKeys).
 //
 // The report lists every problem, each naming its entry; the error is the
 // report's Err.
@@ -146,6 +153,7 @@ func verify(x *Export, since *Checkpoint, opts ...VerifyOption) *verified {
 		v.checkSince(*since)
 	}
 	entryProblems = append(entryProblems, v.checkReceipts(cfg)...)
+	entryProblems = append(entryProblems, v.checkCosignatures(cfg)...)
 	sort.SliceStable(entryProblems, func(i, j int) bool { return entryProblems[i].Index < entryProblems[j].Index })
 	r.Problems = append(r.Problems, entryProblems...)
 	return v
@@ -211,6 +219,7 @@ func (v *verified) checkEntry(i uint64) (entryInfo, []Problem, bool) {
 	}
 	info.kind, info.envelopeID, info.commitment = e.Kind, e.EnvelopeID, e.Commitment
 	info.counterparty, info.receipt = e.Counterparty, e.Receipt
+	info.checkpoint, info.cosignature = e.Checkpoint, e.Cosignature
 	var ps []Problem
 	bad := func(format string, args ...any) {
 		ps = append(ps, Problem{Index: int64(i), EnvelopeID: e.EnvelopeID, Msg: fmt.Sprintf(format, args...)})

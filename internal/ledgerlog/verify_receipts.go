@@ -15,8 +15,11 @@ type verifyConfig struct {
 	// names are the key names some counterparty key was given for: a
 	// receipt of such a name under an unknown key id is invalid, not merely
 	// unverified.
-	names    map[string]bool
-	keyError error
+	names map[string]bool
+	// cosigners are cosigner keys (CosignerKey form), given or derived
+	// from the counterparty keys.
+	cosigners []string
+	keyError  error
 }
 
 // WithCounterpartyKeys supplies signed-note verifier keys (VerifierKey) of
@@ -34,6 +37,10 @@ func WithCounterpartyKeys(vkeys ...string) VerifyOption {
 				continue
 			}
 			c.counterparty = append(c.counterparty, v)
+			// The tenant's witness key is its ledger key (CosignerKeyOf).
+			if ck, err := CosignerKeyOf(k); err == nil {
+				c.cosigners = append(c.cosigners, ck)
+			}
 			if c.names == nil {
 				c.names = map[string]bool{}
 			}
@@ -74,7 +81,14 @@ func (v *verified) checkReceipts(cfg verifyConfig) []Problem {
 				bad("a received receipt issued by this same log")
 				break
 			}
-			_, err := VerifyReceipt(rc, others)
+			// A receipt from another log of the same tenant (a same-broker
+			// delivery) is signed with the tenant's key, which the export
+			// lists: it needs no counterparty's.
+			verifiers := note.Verifiers(others)
+			if tenantOf(rc.Log) == tenantOf(v.x.Log) && v.keys != nil {
+				verifiers = v.keys
+			}
+			_, err := VerifyReceipt(rc, verifiers)
 			var nokey *NoKeyError
 			switch {
 			case errors.As(err, &nokey) && cfg.names[KeyName(tenantOf(rc.Log))]:

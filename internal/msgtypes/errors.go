@@ -93,6 +93,8 @@ type ValidationError struct {
 	Pointer string `json:"pointer"`
 	Keyword string `json:"keyword"`
 	Message string `json:"message"`
+	// missing are the member names a required failure misses.
+	missing []string
 }
 
 func (e ValidationError) Error() string {

@@ -101,6 +101,16 @@ func lint(doc any) (commits []string, err *RegistrationError) {
 	return commits, lintSchema(root, "", posRoot)
 }
 
+// CheckCommitWord validates one x-alp-commits word ("meeting",
+// "payment"): what a type's root may list, and what standing rules and an
+// organization's pre-approved relationships name as the action they cover.
+func CheckCommitWord(s string) error {
+	if s == "" || len(s) > 64 || strings.Contains(s, ".") || shortNameProblem(s) != "" {
+		return fmt.Errorf("msgtypes: commit word %q: want 1 to 64 characters of a-z, 0-9 and _, starting with a letter", s)
+	}
+	return nil
+}
+
 func lintCommits(v any) ([]string, *RegistrationError) {
 	bad := &RegistrationError{Code: CodeInvalidKeywordValue, Pointer: "/" + kwCommits,
 		Message: `x-alp-commits is a non-empty list of distinct words of a-z, 0-9 and _ ("meeting", "payment")`}
@@ -111,7 +121,7 @@ func lintCommits(v any) ([]string, *RegistrationError) {
 	out := make([]string, 0, len(list))
 	for _, e := range list {
 		s, ok := e.(string)
-		if !ok || s == "" || len(s) > 64 || slices.Contains(out, s) || shortNameProblem(s) != "" || strings.Contains(s, ".") {
+		if !ok || slices.Contains(out, s) || CheckCommitWord(s) != nil {
 			return nil, bad
 		}
 		out = append(out, s)

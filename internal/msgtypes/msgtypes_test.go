@@ -207,8 +207,8 @@ func TestAccepted(t *testing.T) {
 func TestBuiltins(t *testing.T) {
 	r := newRegistry(t)
 	names := r.Names()
-	if len(names) != 11 {
-		t.Fatalf("built-ins %v; want the 11 of spec/types", names)
+	if len(names) != 12 {
+		t.Fatalf("built-ins %v; want the 12 of spec/types", names)
 	}
 	for _, n := range names {
 		typ, _ := r.Lookup(n)
@@ -298,8 +298,8 @@ func TestConcurrentLookupAndRegister(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := len(r.Names()); n != 15 {
-		t.Fatalf("%d types; want 15", n)
+	if n := len(r.Names()); n != 16 {
+		t.Fatalf("%d types; want 16", n)
 	}
 }
 

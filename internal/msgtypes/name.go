@@ -11,6 +11,16 @@ import (
 // version.
 const MaxNameLen = 320
 
+// ValidateName checks a type name's grammar (see splitName) without asking
+// whether any registry holds it: other brokers' envelopes name types by it
+// (internal/alpwire).
+func ValidateName(name string) error {
+	if _, p := splitName(name); p != "" {
+		return fmt.Errorf("type name %q %s", name, p)
+	}
+	return nil
+}
+
 // splitName reads "<name>/v<N>" (a built-in) or "<tenant>/<name>/v<N>" (an
 // organization's type) and returns the tenant ("" for a bare name), or
 // what is wrong with it.

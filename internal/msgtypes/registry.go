@@ -346,3 +346,15 @@ type noLoader struct{}
 func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("loading %s: schemas may not reference other documents", url)
 }
+
+// ConnectionRequest is the built-in type of a request to connect: the one
+// type a stranger may send (policy holds it for the person, federation lets
+// only it through from strangers, every agent door sends it).
+const ConnectionRequest = "connection.request/v1"
+
+// ConnectionAccept is the built-in type of the answer to a request to
+// connect: a broker sends it (never an agent) on behalf of the person who
+// accepted, to the asker at another broker, whose policy then records the
+// two as connected. A stranger may send it too: the asker's policy checks
+// that it answers the asker's own request.
+const ConnectionAccept = "connection.accept/v1"

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -149,19 +150,55 @@ func (t *Type) CheckValue(body []byte) (any, []Field, error) {
 	return v, fs, err
 }
 
-func (t *Type) decodeValid(body []byte) (any, error) {
+// CheckWithheld is CheckValue of a body from which another broker's
+// sender side withheld the members at withheld (pointers, as that broker
+// signed them): a member the schema requires is no failure when it was
+// withheld. Every other keyword holds as for CheckValue.
+func (t *Type) CheckWithheld(body []byte, withheld []string) (any, []Field, error) {
+	v, err := t.decodeValidWithheld(body, withheld)
+	if err != nil {
+		return nil, nil, err
+	}
+	fs, err := t.fields(v)
+	return v, fs, err
+}
+
+func (t *Type) decodeValid(body []byte) (any, error) { return t.decodeValidWithheld(body, nil) }
+
+func (t *Type) decodeValidWithheld(body []byte, withheld []string) (any, error) {
 	v, err := decode(body)
 	if err != nil {
 		return nil, err
 	}
 	if err := t.root.Validate(v); err != nil {
 		var ve *jsonschema.ValidationError
-		if errors.As(err, &ve) {
-			return nil, flatten(ve)
+		if !errors.As(err, &ve) {
+			return nil, ValidationErrors{{Keyword: "schema", Message: err.Error()}}
 		}
-		return nil, ValidationErrors{{Keyword: "schema", Message: err.Error()}}
+		if es := flatten(ve).withoutWithheld(withheld); len(es) > 0 {
+			return nil, es
+		}
 	}
 	return v, nil
+}
+
+// withoutWithheld drops the required failures whose every missing member
+// is one of withheld.
+func (es ValidationErrors) withoutWithheld(withheld []string) ValidationErrors {
+	if len(withheld) == 0 {
+		return es
+	}
+	return slices.DeleteFunc(es, func(e ValidationError) bool {
+		if e.Keyword != "required" || len(e.missing) == 0 {
+			return false
+		}
+		for _, m := range e.missing {
+			if !slices.Contains(withheld, e.Pointer+"/"+escape(m)) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func decode(body []byte) (any, error) {
@@ -191,11 +228,15 @@ func flatten(root *jsonschema.ValidationError) ValidationErrors {
 		if p := e.ErrorKind.KeywordPath(); len(p) > 0 {
 			kw = p[len(p)-1]
 		}
-		out = append(out, ValidationError{
+		ve := ValidationError{
 			Pointer: pointer(e.InstanceLocation),
 			Keyword: kw,
 			Message: e.ErrorKind.LocalizedString(printer),
-		})
+		}
+		if r, ok := e.ErrorKind.(*kind.Required); ok {
+			ve.missing = r.Missing
+		}
+		out = append(out, ve)
 	}
 	walk(root)
 	slices.SortStableFunc(out, func(a, b ValidationError) int {
@@ -204,7 +245,9 @@ func flatten(root *jsonschema.ValidationError) ValidationErrors {
 		}
 		return strings.Compare(a.Keyword, b.Keyword)
 	})
-	return slices.Compact(out)
+	return slices.CompactFunc(out, func(a, b ValidationError) bool {
+		return a.Pointer == b.Pointer && a.Keyword == b.Keyword && a.Message == b.Message
+	})
 }
 
 func pointer(tokens []string) string {

@@ -43,12 +43,27 @@ func LedgerReadMethods() []string {
 	}
 }
 
+// LedgerFederationMethods are the ledger's methods for exchanges with other
+// brokers (commitments, receipts, cosignatures): federation's only.
+func LedgerFederationMethods() []string {
+	return []string{
+		ledgerv1.LedgerService_EnvelopeCommitment_FullMethodName,
+		ledgerv1.LedgerService_IssueReceipt_FullMethodName,
+		ledgerv1.LedgerService_Cosign_FullMethodName,
+		ledgerv1.LedgerService_RecordCosignature_FullMethodName,
+		ledgerv1.LedgerService_WitnessProof_FullMethodName,
+	}
+}
+
 // DefaultPolicy is alpd's authorization table:
 //
 //   - every service's Ping: all six services and the operator;
 //   - identity's Introspect: ingress and approvals;
 //   - identity's ErasePerson, RebindPerson and RevokePersonSessions, and
 //     policy's PushRuleSet and DryRun: the operator only;
+//   - policy's ListConnections: ingress (the agents' door answers an
+//     agent it authenticated with its person's connections) and federation
+//     (the receiver lets only connection requests through from strangers);
 //   - the ledger's read methods (LedgerReadMethods): ingress only, the
 //     agents' door, forwarding an agent's read with the person's bearer
 //     token (the ledger checks that token; no role reads a ledger without
@@ -72,12 +87,16 @@ func DefaultPolicy() Policy {
 		identityv1.IdentityService_RevokePersonSessions_FullMethodName: {alpv1.Role_ROLE_OPERATOR},
 		policyv1.PolicyService_PushRuleSet_FullMethodName:              {alpv1.Role_ROLE_OPERATOR},
 		policyv1.PolicyService_DryRun_FullMethodName:                   {alpv1.Role_ROLE_OPERATOR},
+		policyv1.PolicyService_ListConnections_FullMethodName:          {alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_FEDERATION},
 
 		healthpb.Health_Check_FullMethodName: all,
 		healthpb.Health_Watch_FullMethodName: all,
 	}
 	for _, m := range LedgerReadMethods() {
 		p[m] = []alpv1.Role{alpv1.Role_ROLE_INGRESS}
+	}
+	for _, m := range LedgerFederationMethods() {
+		p[m] = []alpv1.Role{alpv1.Role_ROLE_FEDERATION}
 	}
 	for m, roles := range p {
 		p[m] = slices.Clone(roles)

@@ -56,6 +56,9 @@ type stamp struct {
 }
 
 func (s stamp) same(o stamp) bool {
+	if s.info == nil && o.info == nil {
+		return true // no file (a server certificate has no CA bundle)
+	}
 	return s.info != nil && o.info != nil && os.SameFile(s.info, o.info) &&
 		s.info.Size() == o.info.Size() && s.info.ModTime().Equal(o.info.ModTime())
 }
@@ -94,6 +97,9 @@ func (r *reloader) current() (*material, error) {
 	var stamps [3]stamp
 	var statErr error
 	for i, p := range r.paths() {
+		if p == "" {
+			continue // the CA of a server certificate (ServerCertificate)
+		}
 		fi, err := os.Stat(p)
 		if err != nil {
 			statErr = fmt.Errorf("mtls: %s file: %w", [3]string{"CA", "certificate", "key"}[i], err)
@@ -145,17 +151,20 @@ func (r *reloader) log() *slog.Logger {
 
 // load reads and checks the three files, naming the file at fault.
 func load(f Files) (*material, error) {
-	caPEM, err := os.ReadFile(f.CA)
-	if err != nil {
-		return nil, fmt.Errorf("mtls: CA file: %w", err)
-	}
-	cas, err := parseCertsPEM(caPEM)
-	if err != nil {
-		return nil, fmt.Errorf("mtls: CA file %s: %w", f.CA, err)
-	}
-	pool := x509.NewCertPool()
-	for _, c := range cas {
-		pool.AddCert(c)
+	var pool *x509.CertPool
+	if f.CA != "" {
+		caPEM, err := os.ReadFile(f.CA)
+		if err != nil {
+			return nil, fmt.Errorf("mtls: CA file: %w", err)
+		}
+		cas, err := parseCertsPEM(caPEM)
+		if err != nil {
+			return nil, fmt.Errorf("mtls: CA file %s: %w", f.CA, err)
+		}
+		pool = x509.NewCertPool()
+		for _, c := range cas {
+			pool.AddCert(c)
+		}
 	}
 	certPEM, err := os.ReadFile(f.Cert)
 	if err != nil {
@@ -177,6 +186,32 @@ func load(f Files) (*material, error) {
 		return nil, fmt.Errorf("mtls: key file %s does not go with certificate file %s: %w", f.Key, f.Cert, err)
 	}
 	return &material{cert: cert, leaf: chain[0], pool: pool}, nil
+}
+
+// ServerCertificate serves the certificate (chain) and key in certFile and
+// keyFile to a TLS server that verifies no client certificates (the public
+// HTTPS listener), as tls.Config.GetCertificate. Like [ServerTLS] it stats
+// the files at each handshake and reloads them when they changed, keeping
+// the previous certificate (and logging to log, if not nil) when a reload
+// fails. Errors name the file that is missing or malformed.
+func ServerCertificate(certFile, keyFile string, log *slog.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	switch {
+	case certFile == "":
+		return nil, errors.New("mtls: no certificate file given")
+	case keyFile == "":
+		return nil, errors.New("mtls: no key file given")
+	}
+	r := &reloader{files: Files{Cert: certFile, Key: keyFile, Logger: log}}
+	if _, err := r.current(); err != nil {
+		return nil, err
+	}
+	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		m, err := r.current()
+		if err != nil {
+			return nil, err
+		}
+		return &m.cert, nil
+	}, nil
 }
 
 // ServerTLS is a server configuration that presents the certificate in files

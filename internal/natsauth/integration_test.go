@@ -398,19 +398,18 @@ func TestEachRoleWithItsOwnPermissions(t *testing.T) {
 	pol.deniedPub(t, "$JS.API.STREAM.UPDATE.PERM_SEND") // it reads the send log, ingress owns it
 	ing.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_SEND.PERM_EVIL")
 	ing.deniedPub(t, "$JS.API.CONSUMER.MSG.NEXT.PERM_SEND.PERM_POLICY")
-	ing.deniedPub(t, "$JS.API.STREAM.INFO.PERM_DEADLETTER")
-	fed.deniedPub(t, "$JS.API.DIRECT.GET.KV_PERM_DATAKEYS.$KV.PERM_DATAKEYS.example.org.p1")
-	fed.deniedPub(t, "$JS.API.STREAM.CREATE.KV_PERM_DATAKEYS")
-	led.deniedPub(t, "$KV.PERM_DATAKEYS.example.org.p1") // the ledger only reads data keys
-	pol.deniedPub(t, "alp.deadletter.perm.ledger")       // only its own consumers' dead letters
-	// Readers of the identity projection create only ephemeral readers,
-	// and the other roles none.
+	fed.deniedPub(t, "$JS.API.STREAM.INFO.PERM_SEND")         // federation reads decisions, never the requests
+	fed.deniedPub(t, "$JS.API.STREAM.PURGE.KV_PERM_DATAKEYS") // it seals and opens, only identity erases
+	led.deniedPub(t, "$KV.PERM_DATAKEYS.example.org.p1")      // the ledger only reads data keys
+	pol.deniedPub(t, "alp.deadletter.perm.ledger")            // only its own consumers' dead letters
+	// Readers of the identity projection create only ephemeral readers;
+	// approvals, which reads no stream but identity's, no durable on it.
 	ing.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY.PERM_MINE")
 	ing.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY.PERM_MINE.alp.identity.example_org.>")
 	ing.deniedPub(t, "$JS.API.CONSUMER.DELETE.PERM_IDENTITY.PERM_MINE")
 	ing.deniedPub(t, "$JS.ACK.PERM_IDENTITY.PERM_MINE.1.1.1.1.0")
-	fed.deniedPub(t, "$JS.API.CONSUMER.CREATE.PERM_IDENTITY")
-	fed.deniedPub(t, "$JS.API.CONSUMER.MSG.NEXT.PERM_IDENTITY.x")
+	fed.deniedPub(t, "$JS.API.CONSUMER.DURABLE.CREATE.PERM_IDENTITY.PERM_MINE")
+	fed.deniedPub(t, "$JS.API.CONSUMER.DELETE.PERM_IDENTITY.PERM_MINE")
 
 	// The refused publish on federation's subject stored nothing.
 	if n, err := streamMsgs(fed.js(t), "PERM_INBOUND"); err != nil || n != 0 {
@@ -513,13 +512,17 @@ func TestHardIsolation(t *testing.T) {
 	ksA, ksB := keystore.NewMemory(), keystore.NewMemory()
 	a := map[string]*conn{}
 	brokers := map[string]*broker.Broker{}
-	for _, role := range []string{"identity", "policy", "ingress"} {
+	// Federation owns the log of envelopes from other brokers, which
+	// policy's recipient side reads, and approvals the decisions policy
+	// and ingress carry out: neither is ready before those streams exist.
+	for _, role := range []string{"identity", "policy", "ingress", "federation", "approvals"} {
 		a[role] = c.connect(t, "a.example/"+role)
 		brokers[role] = runRole(t, a[role], ksA)
 	}
 	bIng := c.connect(t, "b.example/ingress")
 	bBrokers := []*broker.Broker{runRole(t, c.connect(t, "b.example/identity"), ksB),
-		runRole(t, c.connect(t, "b.example/policy"), ksB), runRole(t, bIng, ksB)}
+		runRole(t, c.connect(t, "b.example/policy"), ksB), runRole(t, bIng, ksB),
+		runRole(t, c.connect(t, "b.example/federation"), ksB), runRole(t, c.connect(t, "b.example/approvals"), ksB)}
 	allReady(t, append(bBrokers, slices.Collect(maps.Values(brokers))...)...)
 
 	ctx := context.Background()

@@ -147,6 +147,10 @@ type Use struct {
 	// answer may be missed, so it also reads the last message of a subject
 	// directly). Ingress awaits policy's decisions this way.
 	Awaits []string
+	// Gets are streams the role only reads the last message of a subject
+	// of (a direct get), nothing else: ingress answers an envelope's
+	// delivery status from federation's log this way.
+	Gets []string
 	// BatchReads are streams the role owns and reads a subject of in
 	// batches (batched direct gets by sequence or time): the ledger reads
 	// persons' logs this way.
@@ -183,11 +187,19 @@ var batchReaders = map[alpv1.Role][]string{
 // checks — so ingress may read the whole policy stream (relationships and
 // rule sets included), as policy may.
 var readers = map[alpv1.Role][]string{
-	alpv1.Role_ROLE_POLICY:    {streams.Policy, streams.Identity},
-	alpv1.Role_ROLE_IDENTITY:  {streams.Identity},
-	alpv1.Role_ROLE_INGRESS:   {streams.Identity, streams.Policy},
-	alpv1.Role_ROLE_APPROVALS: {streams.Identity},
+	// Policy also follows the standing rules people create on the
+	// approvals page ("approve always"), which its decisions apply.
+	alpv1.Role_ROLE_POLICY:   {streams.Policy, streams.Identity, streams.Approvals},
+	alpv1.Role_ROLE_IDENTITY: {streams.Identity},
+	alpv1.Role_ROLE_INGRESS:  {streams.Identity, streams.Policy, streams.Inbox},
+	// Approvals also follows its own items (every replica serves the
+	// pages from them) and policy's connections (a request answered on
+	// the connections page leaves nothing to approve).
+	alpv1.Role_ROLE_APPROVALS: {streams.Identity, streams.Approvals, streams.Policy},
 	alpv1.Role_ROLE_LEDGER:    {streams.Identity},
+	// Federation resolves an arriving envelope's recipient to the person
+	// whose data key seals it.
+	alpv1.Role_ROLE_FEDERATION: {streams.Identity},
 }
 
 // awaiters lists, by role, the streams whose per-envelope answers the role
@@ -196,16 +208,29 @@ var awaiters = map[alpv1.Role][]string{
 	alpv1.Role_ROLE_INGRESS: {streams.Decided},
 }
 
+// getters lists, by role, the streams it reads single subjects' last
+// messages of (see Use.Gets).
+var getters = map[alpv1.Role][]string{
+	// Ingress reads an envelope's delivery status (federation's) and the
+	// person's decision on what was held of it (approvals').
+	alpv1.Role_ROLE_INGRESS: {streams.Inbound, streams.Approvals},
+}
+
 // dataKeyAccess is what the roles that seal, open or erase message bodies
 // may do with the data-key bucket. Ingress seals (creates keys), identity
 // erases (purges keys), policy opens bodies to decide on fields and seals
 // what crosses for the recipient (creating a recipient's key on first
-// use), the ledger opens them to commit to their digest (reads).
+// use), the ledger opens them to commit to their digest (reads), federation
+// opens what crosses to sign it and seals what arrives for its recipient,
+// approvals opens what is held to show it to the person.
 var dataKeyAccess = map[alpv1.Role]Access{
-	alpv1.Role_ROLE_INGRESS:  Manage | Read | Write,
-	alpv1.Role_ROLE_IDENTITY: Manage | Read | Write,
-	alpv1.Role_ROLE_POLICY:   Manage | Read | Write,
-	alpv1.Role_ROLE_LEDGER:   Manage | Read,
+	alpv1.Role_ROLE_INGRESS:    Manage | Read | Write,
+	alpv1.Role_ROLE_IDENTITY:   Manage | Read | Write,
+	alpv1.Role_ROLE_POLICY:     Manage | Read | Write,
+	alpv1.Role_ROLE_LEDGER:     Manage | Read,
+	alpv1.Role_ROLE_FEDERATION: Manage | Read | Write,
+	// Approvals opens the held values to show them to their person.
+	alpv1.Role_ROLE_APPROVALS: Manage | Read,
 }
 
 // UsesDataKeys reports whether role seals, opens or erases bodies, and so
@@ -239,7 +264,7 @@ func UseOf(role alpv1.Role) (Use, bool) {
 
 func useOf(role alpv1.Role) Use {
 	u := Use{Role: role, Consumers: streams.OwnedConsumers(role, 0), Reads: slices.Clone(readers[role]), Awaits: slices.Clone(awaiters[role]),
-		BatchReads: slices.Clone(batchReaders[role])}
+		Gets: slices.Clone(getters[role]), BatchReads: slices.Clone(batchReaders[role])}
 	for _, s := range streams.Table() {
 		if s.Owner != role {
 			continue
@@ -277,10 +302,11 @@ func useOf(role alpv1.Role) Use {
 	}
 	if a, ok := dataKeyAccess[role]; ok {
 		why := map[alpv1.Role]string{
-			alpv1.Role_ROLE_INGRESS:  "seals bodies (creates data keys)",
-			alpv1.Role_ROLE_IDENTITY: "erases persons (purges data keys)",
-			alpv1.Role_ROLE_POLICY:   "opens bodies",
-			alpv1.Role_ROLE_LEDGER:   "opens bodies (to commit to their digest)",
+			alpv1.Role_ROLE_INGRESS:   "seals bodies (creates data keys)",
+			alpv1.Role_ROLE_IDENTITY:  "erases persons (purges data keys)",
+			alpv1.Role_ROLE_POLICY:    "opens bodies",
+			alpv1.Role_ROLE_LEDGER:    "opens bodies (to commit to their digest)",
+			alpv1.Role_ROLE_APPROVALS: "opens held values (to show them to their person)",
 		}[role]
 		u.Buckets = append(u.Buckets, Bucket{Name: DataKeysBucket, Access: a, Keys: Tenants, Why: why})
 	}

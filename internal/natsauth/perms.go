@@ -137,9 +137,13 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 		for _, op := range []string{"INFO", "CREATE", "UPDATE"} {
 			allow(&pub, "own stream: look up, create, update (bus.EnsureStream)", "%sSTREAM.%s.%s", jsAPI, op, st)
 		}
-		if def, _ := streams.ByName(s); def.Kind != "" {
+		def, _ := streams.ByName(s)
+		if def.Kind != "" {
 			allow(&pub, "own stream: last message on a subject (bus.Append, direct get)", "%sDIRECT.GET.%s.>", jsAPI, st)
 			readsOwn = true
+		}
+		if def.PurgedOnErasure {
+			allow(&pub, "own stream: purge an erased person's subjects", "%sSTREAM.PURGE.%s", jsAPI, st)
 		}
 	}
 	if readsOwn {
@@ -165,6 +169,9 @@ func rules(ns string, tenants []string, role alpv1.Role) (pub, sub []rule, ok bo
 		allow(&pub, why+": look its reader up", "%sCONSUMER.INFO.%s.*", jsAPI, st)
 		allow(&pub, why+": pull", "%sCONSUMER.MSG.NEXT.%s.*", jsAPI, st)
 		allow(&pub, why+": last message on a subject (direct get)", "%sDIRECT.GET.%s.>", jsAPI, st)
+	}
+	for _, g := range u.Gets {
+		allow(&pub, "reads single subjects of `"+NS(g)+"`: last message on a subject (direct get)", "%sDIRECT.GET.%s.>", jsAPI, NS(g))
 	}
 	for _, a := range u.Awaits {
 		def, _ := streams.ByName(a)

@@ -16,29 +16,50 @@ import (
 // tags, undefined, NaN, infinities and non-string map keys are refused.
 // The size limit is checked before parsing. Every rejection is an *Error.
 func DecodeCBOR(data []byte, lim Limits) (*Message, error) {
+	m, _, err := decodeCBOR(data, lim.withDefaults())
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// TokensOfCBOR is TokensOfJSON for a CBOR message.
+func TokensOfCBOR(data []byte, lim Limits) []Submessage {
 	lim = lim.withDefaults()
+	m, read, err := decodeCBOR(data, lim)
+	if err == nil {
+		return m.Tokens()
+	}
+	return validTokens(read, lim)
+}
+
+// decodeCBOR is DecodeCBOR under complete limits. On failure, read is
+// every part read whole before the problem, for TokensOfCBOR.
+func decodeCBOR(data []byte, lim Limits) (m *Message, read []Submessage, err error) {
 	if e := checkSize(len(data), lim); e != nil {
-		return nil, e
+		return nil, nil, e
 	}
 	dm, err := cborContentMode(lim)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d := cborDecoder{r: cborReader{data: data}, lim: lim, dm: dm}
 	m, e := d.message()
 	if e != nil {
-		return nil, e
+		return nil, d.subs, e
 	}
 	if e := validateMessage(m, lim, true); e != nil {
-		return nil, e
+		return nil, m.allParts(), e
 	}
-	return m, nil
+	return m, nil, nil
 }
 
 type cborDecoder struct {
 	r   cborReader
 	lim Limits
 	dm  cbor.DecMode
+	// subs are the submessages read whole so far.
+	subs []Submessage
 }
 
 func (d *cborDecoder) message() (*Message, *Error) {
@@ -76,12 +97,13 @@ func (d *cborDecoder) object(index int, top bool, p *wirePart) *Error {
 	}
 	var seen seenKeys
 	for range n {
+		start := d.r.pos
 		major, length, err := d.r.head()
 		if err != nil {
 			return malformed(err)
 		}
 		if major != majorText {
-			return newError(CodeInvalidType, partPointer(index), "map keys must be text strings")
+			return d.wrongType(start, partPointer(index), "map keys must be text strings")
 		}
 		key, err := d.r.text(length)
 		if err != nil {
@@ -139,8 +161,7 @@ func (d *cborDecoder) stringValue(index int, f field) (string, *Error) {
 		return "", malformed(err)
 	}
 	if major != majorText {
-		d.r.pos = start
-		return "", newError(CodeInvalidType, fieldPointer(index, fieldNames[f]), fieldNames[f]+" must be a text string")
+		return "", d.wrongType(start, fieldPointer(index, fieldNames[f]), fieldNames[f]+" must be a text string")
 	}
 	b, err := d.r.text(length)
 	if err != nil {
@@ -206,12 +227,13 @@ func (d *cborDecoder) submessages() ([]Submessage, *Error) {
 		d.r.pos++
 		return nil, nil
 	}
+	start := d.r.pos
 	major, arg, err := d.r.head()
 	if err != nil {
 		return nil, malformed(err)
 	}
 	if major != majorArray {
-		return nil, newError(CodeInvalidType, "/submessages", "submessages must be an array")
+		return nil, d.wrongType(start, "/submessages", "submessages must be an array")
 	}
 	if arg > uint64(d.lim.MaxSubmessages) {
 		return nil, tooManySubmessages(int(min(arg, uint64(1)<<31)), d.lim)
@@ -223,21 +245,35 @@ func (d *cborDecoder) submessages() ([]Submessage, *Error) {
 	if n == 0 {
 		return nil, nil
 	}
-	subs := make([]Submessage, 0, n)
+	d.subs = make([]Submessage, 0, n)
 	for i := range n {
 		if b, ok := d.r.peek(); !ok || b>>5 != majorMap {
 			if !ok {
 				return nil, malformed(errCBOREnd)
 			}
-			return nil, newError(CodeInvalidType, partPointer(i), "a submessage must be a map")
+			return nil, d.wrongType(d.r.pos, partPointer(i), "a submessage must be a map")
 		}
 		var p wirePart
 		if e := d.object(i, false, &p); e != nil {
 			return nil, e
 		}
-		subs = append(subs, p.Submessage)
+		d.subs = append(d.subs, p.Submessage)
 	}
-	return subs, nil
+	return d.subs, nil
+}
+
+// wrongType refuses the item at start, of the wrong type for its place, as
+// invalid_type once it is known to be well-formed CBOR: an ill-formed or
+// truncated item is malformed, as in JSON (jsonDecoder.wrongType).
+func (d *cborDecoder) wrongType(start int, pointer, msg string) *Error {
+	d.r.pos = start
+	var raw cbor.RawMessage
+	if err := d.decodeValue(&raw); err != nil {
+		if e := cborFailure(err, pointer, d.lim); e.Code == CodeMalformed {
+			return e
+		}
+	}
+	return newError(CodeInvalidType, pointer, msg)
 }
 
 // cborFailure classifies an fxamacker error for the value at pointer:

@@ -35,6 +35,15 @@ func TestJSONErrorCodesAndPointers(t *testing.T) {
 		{"invalid UTF-8", "{\"format\":\"text\",\"subformat\":\"en\",\"content\":\"\xff\"}", CodeMalformed, ""},
 		{"byte order mark", "\ufeff{\"format\":\"text\",\"subformat\":\"en\",\"content\":\"x\"}", CodeMalformed, ""},
 		{"bad unknown value", `{"format":"text","subformat":"en","content":"x","extra":[1,}`, CodeMalformed, ""},
+		// A value that is not JSON where a string belongs is malformed, not
+		// of the wrong type (issue 13: nlip-project's clients sent these).
+		{"bare word format", `{"format": x}`, CodeMalformed, ""},
+		{"input ends at format", `{"format":`, CodeMalformed, ""},
+		{"bad literal subformat", `{"format":"text","subformat":tru,"content":"x"}`, CodeMalformed, ""},
+		{"broken array messagetype", `{"messagetype":[1,],"format":"text","subformat":"en","content":"x"}`, CodeMalformed, ""},
+		{"bare word label", withSubs(`{"label":x,"format":"text","subformat":"en","content":"x"}`), CodeMalformed, ""},
+		{"bare word submessages", `{"format":"text","subformat":"en","content":"x","submessages":x}`, CodeMalformed, ""},
+		{"bare word submessage", withSubs(`x`), CodeMalformed, ""},
 
 		{"no format", `{"subformat":"en","content":"x"}`, CodeMissingField, "/format"},
 		{"empty format", `{"format":"","subformat":"en","content":"x"}`, CodeMissingField, "/format"},
@@ -52,6 +61,10 @@ func TestJSONErrorCodesAndPointers(t *testing.T) {
 		{"submessages object", `{"format":"text","subformat":"en","content":"x","submessages":{}}`, CodeInvalidType, "/submessages"},
 		{"submessage string", withSubs(`{"format":"text","subformat":"en","content":"x"},"y"`), CodeInvalidType, "/submessages/1"},
 		{"submessage label array", withSubs(`{"label":["a"],"format":"text","subformat":"en","content":"x"}`), CodeInvalidType, "/submessages/0/label"},
+		// Problems are reported in document order: the wrong type comes
+		// before the syntax error after it.
+		{"numeric format then bad syntax", `{"format":1,"x":}`, CodeInvalidType, "/format"},
+		{"format nested too deep to check", `{"format":` + repeat("[", 65) + repeat("]", 65) + `,"subformat":"en","content":"x"}`, CodeInvalidType, "/format"},
 
 		{"unknown format", `{"format":"foo","subformat":"x","content":"x"}`, CodeUnknownFormat, "/format"},
 		{"removed authentication format", withSubs(`{"format":"authentication","subformat":"x","content":"x"}`), CodeUnknownFormat, "/submessages/0/format"},
@@ -179,6 +192,13 @@ func TestCBORErrorCodesAndPointers(t *testing.T) {
 		{"submessages map", text("submessages", map[string]int{"a": 1}), CodeInvalidType, "/submessages"},
 		{"submessage text", text("submessages", cborArrayOf(t, "x")), CodeInvalidType, "/submessages/0"},
 		{"submessage integer key", text("submessages", cborArrayOf(t, append(appendCBORHead(nil, majorMap, 1), 0x01, 0x01))), CodeInvalidType, "/submessages/0"},
+		// An item that is not well-formed where text belongs is malformed,
+		// as in JSON.
+		{"truncated array format", cborMap(t, "format", rawCBOR{0x82, 0x01}), CodeMalformed, ""},
+		{"reserved item subformat", cborMap(t, "format", "text", "subformat", rawCBOR{0x1c}, "content", "x"), CodeMalformed, ""},
+		{"truncated map submessages", text("submessages", rawCBOR{0xa1, 0x61, 'a'}), CodeMalformed, ""},
+		{"truncated text submessage", text("submessages", cborArrayOf(t, rawCBOR{0x62, 'x'})), CodeMalformed, ""},
+		{"truncated integer key", append(appendCBORHead(nil, majorMap, 1), 0x19, 0x01), CodeMalformed, ""},
 
 		{"unknown format", cborMap(t, "format", "foo", "subformat", "x", "content", "x"), CodeUnknownFormat, "/format"},
 		{"binary subformat", cborMap(t, "format", "binary", "subformat", "png", "content", []byte{1}), CodeInvalidSubformat, "/subformat"},

@@ -14,19 +14,42 @@ import (
 // JSON within the nesting limit. The size limit is checked before parsing.
 // Every rejection is an *Error.
 func DecodeJSON(data []byte, lim Limits) (*Message, error) {
-	lim = lim.withDefaults()
-	if e := checkSize(len(data), lim); e != nil {
-		return nil, e
-	}
-	d := jsonDecoder{s: jsonScanner{data: data}, lim: lim}
-	m, e := d.message()
+	m, _, e := decodeJSON(data, lim.withDefaults())
 	if e != nil {
 		return nil, e
 	}
-	if e := validateMessage(m, lim, true); e != nil {
-		return nil, e
-	}
 	return m, nil
+}
+
+// TokensOfJSON is the token parts of the JSON message data, so that a
+// binding can echo them (ECMA-430 §6.2) even in the answer to a message it
+// refuses: all of a valid message's Tokens; of an invalid one, those it
+// read whole before the problem that are valid by themselves. Nothing for
+// input over the size limit, which is not read.
+func TokensOfJSON(data []byte, lim Limits) []Submessage {
+	lim = lim.withDefaults()
+	m, read, e := decodeJSON(data, lim)
+	if e == nil {
+		return m.Tokens()
+	}
+	return validTokens(read, lim)
+}
+
+// decodeJSON is DecodeJSON under complete limits. On failure, read is
+// every part read whole before the problem, for TokensOfJSON.
+func decodeJSON(data []byte, lim Limits) (m *Message, read []Submessage, e *Error) {
+	if e := checkSize(len(data), lim); e != nil {
+		return nil, nil, e
+	}
+	d := jsonDecoder{s: jsonScanner{data: data}, lim: lim}
+	m, e = d.message()
+	if e != nil {
+		return nil, d.subs, e
+	}
+	if e := validateMessage(m, lim, true); e != nil {
+		return nil, m.allParts(), e
+	}
+	return m, nil, nil
 }
 
 // jsonDecoder reads the message structure. It checks shape and types in
@@ -37,6 +60,8 @@ type jsonDecoder struct {
 	lim Limits
 	cz  canonicalizer
 	buf []byte // reused output buffer for canonical JSON content
+	// subs are the submessages read whole so far.
+	subs []Submessage
 }
 
 // wirePart collects one object's known fields as read. The top level uses
@@ -165,7 +190,19 @@ func (d *jsonDecoder) stringValue(index int, f field) (string, *Error) {
 		}
 		return "", nil
 	}
-	return "", newError(CodeInvalidType, fieldPointer(index, fieldNames[f]), fieldNames[f]+" must be a string")
+	return "", d.wrongType(fieldPointer(index, fieldNames[f]), fieldNames[f]+" must be a string")
+}
+
+// wrongType refuses the value at the cursor, of the wrong type for its
+// field, as invalid_type once it is known to be JSON at all: a value that
+// is not ({"format": x}, or the input ending there) is malformed, the
+// first problem in document order. A value too deep to check whole is
+// still of the wrong type.
+func (d *jsonDecoder) wrongType(pointer, msg string) *Error {
+	if err := d.s.skipValue(0, d.lim.MaxContentDepth); err != nil && !errors.Is(err, errTooDeep) {
+		return malformed(err)
+	}
+	return newError(CodeInvalidType, pointer, msg)
 }
 
 // content reads a content value: a string as text, anything else (null
@@ -206,7 +243,7 @@ func (d *jsonDecoder) submessages() ([]Submessage, *Error) {
 		}
 		return nil, nil
 	default:
-		return nil, newError(CodeInvalidType, "/submessages", "submessages must be an array")
+		return nil, d.wrongType("/submessages", "submessages must be an array")
 	}
 	s.pos++
 	s.skipSpace()
@@ -214,7 +251,6 @@ func (d *jsonDecoder) submessages() ([]Submessage, *Error) {
 		s.pos++
 		return nil, nil
 	}
-	var subs []Submessage
 	for i := 0; ; i++ {
 		if i == d.lim.MaxSubmessages {
 			return nil, tooManySubmessages(i+1, d.lim)
@@ -224,20 +260,20 @@ func (d *jsonDecoder) submessages() ([]Submessage, *Error) {
 			if s.pos >= len(s.data) {
 				return nil, malformed(s.syntaxError("a submessage"))
 			}
-			return nil, newError(CodeInvalidType, partPointer(i), "a submessage must be an object")
+			return nil, d.wrongType(partPointer(i), "a submessage must be an object")
 		}
 		var p wirePart
 		if e := d.object(i, false, &p); e != nil {
 			return nil, e
 		}
-		subs = append(subs, p.Submessage)
+		d.subs = append(d.subs, p.Submessage)
 		s.skipSpace()
 		switch s.peek() {
 		case ',':
 			s.pos++
 		case ']':
 			s.pos++
-			return subs, nil
+			return d.subs, nil
 		default:
 			return nil, malformed(s.syntaxError("',' or ']'"))
 		}

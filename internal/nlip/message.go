@@ -74,3 +74,8 @@ func (m *Message) Clone() *Message {
 func (m *Message) first() Submessage {
 	return Submessage{Format: m.Format, Subformat: m.Subformat, Content: m.Content}
 }
+
+// allParts is the top level (as first returns it) and every submessage.
+func (m *Message) allParts() []Submessage {
+	return append([]Submessage{m.first()}, m.Submessages...)
+}

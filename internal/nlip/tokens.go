@@ -86,14 +86,37 @@ func (m *Message) WithoutAuthenticationTokens() (*Message, []Submessage) {
 // subformat and content"). Skipping tokens this end-point created itself,
 // which the rule exempts, is the caller's business.
 func EchoTokens(req, resp *Message) {
-	if req == nil || resp == nil {
+	if req == nil {
 		return
 	}
-	for _, t := range req.Tokens() {
-		if !resp.hasToken(t) {
+	EchoTokenParts(req.Tokens(), resp)
+}
+
+// EchoTokenParts is EchoTokens for tokens already taken from a request
+// (Tokens, TokensOfJSON, TokensOfCBOR); parts that are not tokens are
+// skipped.
+func EchoTokenParts(tokens []Submessage, resp *Message) {
+	if resp == nil {
+		return
+	}
+	for _, t := range tokens {
+		if IsToken(t) && !resp.hasToken(t) {
 			resp.Submessages = append(resp.Submessages, t)
 		}
 	}
+}
+
+// validTokens are the parts of read that are tokens and valid by
+// themselves, with their format normalised.
+func validTokens(read []Submessage, lim Limits) []Submessage {
+	var out []Submessage
+	for _, p := range read {
+		if !IsToken(p) || checkField(p.Label, "", lim) != nil || checkPart(&p, 0, lim, false) != nil {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 func (m *Message) hasToken(t Submessage) bool {

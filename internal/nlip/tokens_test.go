@@ -114,6 +114,75 @@ func TestEchoTokens(t *testing.T) {
 	EchoTokens(req, nil)
 }
 
+// TestTokensOfInvalidMessages: a binding echoes a refused message's tokens
+// (ECMA-430 §6.2 asks it of every response): the tokens read whole and
+// valid by themselves before the problem, in JSON and CBOR.
+func TestTokensOfInvalidMessages(t *testing.T) {
+	conv := `{"format":"token","subformat":"conversation","content":"c-1"}`
+	auth := `{"label":"who","format":"TOKEN","subformat":"authorization","content":"a-1"}`
+	bad := `{"format":"token","subformat":"_x","content":"not echoed"}`
+	cases := []struct {
+		name, input string
+		want        []string
+	}{
+		{"valid", withSubs(conv + "," + auth), []string{"conversation=c-1", "authorization=a-1"}},
+		{"top-level token", `{"format":"token","subformat":"conversation","content":"top"}`, []string{"conversation=top"}},
+		{"invalid part after the tokens", withSubs(conv + "," + auth + `,{"format":"text","subformat":"en","content":1}`), []string{"conversation=c-1", "authorization=a-1"}},
+		{"invalid top level", `{"format":"foo","subformat":"en","content":"x","submessages":[` + conv + `]}`, []string{"conversation=c-1"}},
+		{"invalid token skipped", withSubs(bad + "," + conv + `,{"format":"text"}`), []string{"conversation=c-1"}},
+		{"malformed after a token", withSubs(conv + `,{"format":x}`), []string{"conversation=c-1"}},
+		{"problem inside the token", withSubs(`{"format":"token","subformat":"conversation","content":"c-1","x":}`), nil},
+		{"not JSON", `hello`, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := TokensOfJSON([]byte(c.input), Limits{})
+			if !reflect.DeepEqual(tokenStrings(got), c.want) {
+				t.Errorf("TokensOfJSON = %v, want %v", tokenStrings(got), c.want)
+			}
+			for _, tok := range got {
+				if tok.Format != FormatToken {
+					t.Errorf("format %q is not normalised", tok.Format)
+				}
+			}
+			// The same message in CBOR, where it has a CBOR form.
+			if m, err := DecodeJSON([]byte(c.input), Limits{}); err == nil {
+				data, err := EncodeCBOR(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := TokensOfCBOR(data, Limits{}); !reflect.DeepEqual(tokenStrings(got), c.want) {
+					t.Errorf("TokensOfCBOR = %v, want %v", tokenStrings(got), c.want)
+				}
+			}
+		})
+	}
+	if got := TokensOfJSON([]byte(withSubs(conv)), Limits{MaxMessageBytes: 10}); got != nil {
+		t.Errorf("over the size limit: %v", got)
+	}
+	// CBOR: a submessage cut short after a token.
+	cb := cborMap(t, "format", "text", "subformat", "en", "content", "x", "submessages",
+		rawCBOR(append(appendCBORHead(nil, majorArray, 2), append(cborMap(t, "format", "token", "subformat", "conversation", "content", "c-1"), 0xa1)...)))
+	if got := tokenStrings(TokensOfCBOR(cb, Limits{})); !reflect.DeepEqual(got, []string{"conversation=c-1"}) {
+		t.Errorf("TokensOfCBOR of a truncated message = %v", got)
+	}
+	// EchoTokenParts skips parts that are not tokens.
+	resp := NewMessage(Text("english", "a"))
+	EchoTokenParts([]Submessage{Text("english", "x"), Token("conversation", "c-1")}, resp)
+	if got := tokenStrings(resp.Tokens()); !reflect.DeepEqual(got, []string{"conversation=c-1"}) || len(resp.Submessages) != 1 {
+		t.Errorf("EchoTokenParts: %+v", resp.Submessages)
+	}
+}
+
+func tokenStrings(ps []Submessage) []string {
+	var out []string
+	for _, p := range ps {
+		s, _ := p.Content.Text()
+		out = append(out, p.Subformat+"="+s)
+	}
+	return out
+}
+
 func TestFindLabel(t *testing.T) {
 	m := mustDecodeJSON(t, string(readFile(t, "testdata/samples/ag2-beta-request-CONSTRUCTED.json")))
 	ctx, ok := m.FindLabel("AG2_Context")

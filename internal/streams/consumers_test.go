@@ -16,15 +16,18 @@ import (
 func TestLedgerWorkPartitions(t *testing.T) {
 	work, _ := ByName(LedgerWork)
 	spec := work.Spec([]string{"example.org"}, Limits{})
-	wantSources := map[string]string{Send: "alp.send.*.*.*", Decided: "alp.decided.*.*.*", Deliver: "alp.deliver.*.*.*", Identity: "alp.identity.*.erasure.*"}
+	wantSources := map[string]string{Send: "alp.send.*.*.*", Decided: "alp.decided.*.*.*", Deliver: "alp.deliver.*.*.*", Identity: "alp.identity.*.erasure.*", Inbox: "alp.inbox.*.*.ack.*.*", Inbound: "alp.inbound.*.*.status.*", Approvals: "alp.approvals.*.*.*.*"}
 	if !maps.Equal(spec.Sources, wantSources) {
 		t.Errorf("sources %v, want %v", spec.Sources, wantSources)
 	}
 	wantTransforms := map[string]string{
-		Send:     "alp.send.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
-		Decided:  "alp.decided.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
-		Deliver:  "alp.deliver.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
-		Identity: "alp.identity.{{wildcard(1)}}.erasure.{{wildcard(2)}}.{{partition(8,1,2)}}",
+		Send:      "alp.send.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
+		Decided:   "alp.decided.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
+		Deliver:   "alp.deliver.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(8,1,2)}}",
+		Identity:  "alp.identity.{{wildcard(1)}}.erasure.{{wildcard(2)}}.{{partition(8,1,2)}}",
+		Inbox:     "alp.inbox.{{wildcard(1)}}.{{wildcard(2)}}.ack.{{wildcard(3)}}.{{wildcard(4)}}.{{partition(8,1,2)}}",
+		Inbound:   "alp.inbound.{{wildcard(1)}}.{{wildcard(2)}}.status.{{wildcard(3)}}.{{partition(8,1,2)}}",
+		Approvals: "alp.approvals.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{wildcard(4)}}.{{partition(8,1,2)}}",
 	}
 	if !maps.Equal(spec.Transforms, wantTransforms) {
 		t.Errorf("transforms %v, want %v", spec.Transforms, wantTransforms)
@@ -43,7 +46,7 @@ func TestLedgerWorkPartitions(t *testing.T) {
 	for p, c := range ledger {
 		n := strconv.Itoa(p)
 		want := Consumer{Durable: "ledger_p" + n, Stream: LedgerWork,
-			FilterSubjects: []string{"alp.send.*.*.*." + n, "alp.decided.*.*.*." + n, "alp.deliver.*.*.*." + n, "alp.identity.*.erasure.*." + n},
+			FilterSubjects: []string{"alp.send.*.*.*." + n, "alp.decided.*.*.*." + n, "alp.deliver.*.*.*." + n, "alp.identity.*.erasure.*." + n, "alp.inbox.*.*.ack.*.*." + n, "alp.inbound.*.*.status.*." + n, "alp.approvals.*.*.*.*." + n},
 			Owner:          alpv1.Role_ROLE_LEDGER, Kind: PartitionConsumer}
 		if c.Durable != want.Durable || c.Stream != want.Stream || !slices.Equal(c.FilterSubjects, want.FilterSubjects) ||
 			c.Owner != want.Owner || c.Kind != want.Kind {
@@ -54,8 +57,10 @@ func TestLedgerWorkPartitions(t *testing.T) {
 		t.Errorf("a ledger with 2 partitions runs %d consumers", n)
 	}
 	policy := OwnedConsumers(alpv1.Role_ROLE_POLICY, 2)
-	if len(policy) != 1 || policy[0].Durable != "policy" || policy[0].Stream != Send || policy[0].FilterSubjects != nil {
-		t.Errorf("policy consumers %+v, want one on the send log", policy)
+	if len(policy) != 3 || policy[0].Durable != "policy" || policy[0].Stream != Send || policy[0].FilterSubjects != nil ||
+		policy[1].Durable != PolicyInbound || policy[1].Stream != Inbound || !slices.Equal(policy[1].FilterSubjects, []string{"alp.inbound.*.*.verified.*"}) ||
+		policy[2].Durable != PolicyApprovals || policy[2].Stream != Approvals || !slices.Equal(policy[2].FilterSubjects, []string{"alp.approvals.*.*.item.*"}) {
+		t.Errorf("policy consumers %+v, want one on the send log, one on federation's verified envelopes and one on approvals' items", policy)
 	}
 }
 

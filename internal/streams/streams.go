@@ -31,6 +31,9 @@ type Limits struct {
 	EventMaxAge time.Duration
 	// WorkMaxAge bounds work queues: an item older than this is dropped.
 	WorkMaxAge time.Duration
+	// InboxMaxAge is how long a person's inbox keeps an item and its
+	// acknowledgements; 0 keeps them forever.
+	InboxMaxAge time.Duration
 }
 
 // Names of the streams (without the broker namespace prefix).
@@ -48,6 +51,9 @@ const (
 	// Policy is policy's own state: relationships
 	// (services/policy/relationships).
 	Policy = "policy"
+	// Inbox is ingress's inbox of each person: the items delivered to
+	// them and each of their agents' acknowledgements.
+	Inbox = "inbox"
 	// LedgerWork is the ledger writers' queue, fed from send, decided,
 	// deliver and identity's erasures, partitioned by person (see
 	// LedgerPartitions).
@@ -103,6 +109,10 @@ type Stream struct {
 	Retention  jetstream.RetentionPolicy
 	MaxAge     func(Limits) time.Duration
 	AppendOnly bool
+	// PurgedOnErasure: the owner purges a person's subjects when the
+	// person is erased (their metadata goes too, not only the sealed
+	// bodies), so its NATS user may purge the stream.
+	PurgedOnErasure bool
 	// Sources feed a work queue from other streams of the table.
 	Sources []Source
 	// Partitions, when set, spreads a sourced queue over that many
@@ -127,6 +137,7 @@ type Source struct {
 func forever(Limits) time.Duration  { return 0 }
 func events(l Limits) time.Duration { return l.EventMaxAge }
 func work(l Limits) time.Duration   { return l.WorkMaxAge }
+func inbox(l Limits) time.Duration  { return l.InboxMaxAge }
 
 // Table lists every stream of a broker.
 func Table() []Stream {
@@ -140,12 +151,15 @@ func Table() []Stream {
 		{Name: Deliver, Owner: alpv1.Role_ROLE_POLICY, Kind: "deliver", EventKinds: []string{"deliverable"},
 			Retention: jetstream.LimitsPolicy, MaxAge: events,
 			Description: "Deliverable: policy's recipient-side verdicts for recipients on this broker, each trust class's view and the held items, sealed with the recipient's data key."},
-		{Name: Inbound, Owner: alpv1.Role_ROLE_FEDERATION, Kind: "inbound",
+		{Name: Inbox, Owner: alpv1.Role_ROLE_INGRESS, Kind: "inbox", EventKinds: []string{"deliverable", "inbox_acked", "approval_decided"},
+			Retention: jetstream.LimitsPolicy, MaxAge: inbox, PurgedOnErasure: true,
+			Description: "Inboxes: each person's items (Deliverable, views sealed with the person's data key) on alp.inbox.<tenant>.<person>.item.<envelope>, each agent's acknowledgements (InboxAcked) on alp.inbox.<tenant>.<person>.ack.<agent>.<envelope> (….<held id> again after a release), and the person's decisions on held items (ApprovalDecided) on alp.inbox.<tenant>.<person>.decision.<envelope>.<held id>."},
+		{Name: Inbound, Owner: alpv1.Role_ROLE_FEDERATION, Kind: "inbound", EventKinds: []string{"inbound_verified", "inbound_refused", "outbound_status"},
 			Retention: jetstream.LimitsPolicy, MaxAge: events,
-			Description: "InboundVerified: envelopes from remote brokers that passed verification."},
-		{Name: Outbox, Owner: alpv1.Role_ROLE_FEDERATION, Kind: "outbox", EventKinds: []string{"decided"},
+			Description: "Federation's log: envelopes from remote brokers that passed every check (InboundVerified, alp.inbound.<tenant>.<person>.verified.<envelope>, written once: the dedupe by envelope id), requests refused (InboundRefused, alp.inbound.<tenant>.refused.<digest>), and the delivery status of envelopes sent to remote brokers (OutboundStatus, alp.inbound.<tenant>.<person>.status.<envelope>)."},
+		{Name: Outbox, Owner: alpv1.Role_ROLE_FEDERATION, Kind: "outbox", EventKinds: []string{"outbox_item"},
 			Retention: jetstream.WorkQueuePolicy, MaxAge: work,
-			Description: "Federation outbox: envelopes waiting to be sent to remote brokers (work queue)."},
+			Description: "Federation outbox: envelopes, receipt notices and cosign requests waiting to be sent to remote brokers (work queue, alp.outbox.<tenant>.<remote domain>.<kind>.<envelope>)."},
 		{Name: Identity, Owner: alpv1.Role_ROLE_IDENTITY, Kind: "identity", EventKinds: IdentityKinds(),
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
 			Description: "Identity state: people, agents, clients, grants, revocations, public keys and key lifecycle."},
@@ -156,24 +170,33 @@ func Table() []Stream {
 			Retention: jetstream.LimitsPolicy, MaxAge: forever,
 			Description: "Policy state: connections between people and remote addresses, people's blocks, organizations' pre-approved relationships and message types, parties' rule sets."},
 		{Name: Approvals, Owner: alpv1.Role_ROLE_APPROVALS, Kind: "approvals",
-			Retention: jetstream.LimitsPolicy, MaxAge: forever,
-			Description: "Approvals: pending items, decisions, standing approvals."},
+			EventKinds: []string{"approval_requested", "approval_decided", "standing_rule_created", "standing_rule_revoked", "notification_attempted"},
+			Retention:  jetstream.LimitsPolicy, MaxAge: forever,
+			Description: "Approvals: each item waiting for a person and its one decision (alp.approvals.<tenant>.<person>.item.<item>, held values sealed with the person's data key), their standing rules (….rule.<rule>) and the notifications sent about items (….notify.<item>.<channel>)."},
 		// Send subjects are alp.send.<tenant>.<person>.<envelope>, decisions
 		// alp.decided.<tenant>.<sender>.<envelope>, deliverables
 		// alp.deliver.<tenant>.<recipient>.<envelope>, erasures
-		// alp.identity.<tenant>.erasure.<person>: wildcards 1 and 2 are
+		// alp.identity.<tenant>.erasure.<person>, agents' acknowledgements
+		// alp.inbox.<tenant>.<person>.ack.<agent>.<envelope>, federation's delivery
+		// status alp.inbound.<tenant>.<person>.status.<envelope>: wildcards 1 and 2 are
 		// tenant and person in all, so all of a person's events meet in one
 		// partition (queued as alp.send.<tenant>.<person>.<envelope>.<p>).
-		{Name: LedgerWork, Owner: alpv1.Role_ROLE_LEDGER, EventKinds: []string{"send_requested", "decided", "deliverable", "data_key_destroyed"},
+		{Name: LedgerWork, Owner: alpv1.Role_ROLE_LEDGER, EventKinds: []string{"send_requested", "decided", "deliverable", "data_key_destroyed", "inbox_acked", "outbound_status",
+			"approval_requested", "approval_decided", "standing_rule_created", "standing_rule_revoked"},
 			Retention: jetstream.WorkQueuePolicy, MaxAge: events,
 			Sources: []Source{
 				{Stream: Send, Filter: pattern(Send, "*", "*", "*")},
 				{Stream: Decided, Filter: pattern(Decided, "*", "*", "*")},
 				{Stream: Deliver, Filter: pattern(Deliver, "*", "*", "*")},
 				{Stream: Identity, Filter: pattern(Identity, "*", IdentityErasure, "*")},
+				{Stream: Inbox, Filter: pattern(Inbox, "*", "*", InboxAck, "*", "*")},
+				{Stream: Inbound, Filter: pattern(Inbound, "*", "*", InboundStatus, "*")},
+				// Items and standing rules (alp.approvals.<t>.<p>.item|rule.<id>),
+				// not the notifications (one token longer).
+				{Stream: Approvals, Filter: pattern(Approvals, "*", "*", "*", "*")},
 			},
 			Partitions: LedgerPartitions, PartitionBy: []int{1, 2},
-			Description: "Ledger writers' queue, sourced from send, decided, deliver and identity's erasures, partitioned by person (one consumer per partition, shared by ledger replicas)."},
+			Description: "Ledger writers' queue, sourced from send, decided, deliver, identity's erasures, agents' inbox acknowledgements, federation's delivery status and approvals' items and standing rules, partitioned by person (one consumer per partition, shared by ledger replicas)."},
 	}
 }
 

@@ -1,6 +1,8 @@
 package streams
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -40,6 +42,157 @@ func DecidedSubject(tenant, senderPersonID, envelopeID string) (string, error) {
 // envelope for one recipient hosted here: alp.deliver.<tenant>.<person>.<envelope>.
 func DeliverSubject(tenant, recipientPersonID, envelopeID string) (string, error) {
 	return bus.Subject(Deliver, tenant, recipientPersonID, envelopeID)
+}
+
+// The fifth token of an inbox subject alp.inbox.<tenant>.<person>.<what>.…
+const (
+	// InboxItem: an item of the person's inbox (alp.inbox.<tenant>.<person>.item.<envelope>).
+	InboxItem = "item"
+	// InboxAck: an agent's acknowledgement of an item
+	// (alp.inbox.<tenant>.<person>.ack.<agent token>.<envelope>).
+	InboxAck = "ack"
+	// InboxDecision: the person's decision on one held item of an item, as
+	// ingress carries it out (alp.inbox.<tenant>.<person>.decision.<envelope>.<held id>).
+	InboxDecision = "decision"
+)
+
+// InboxItemSubject is the subject of one item of a person's inbox, written
+// once (an expected-sequence append), so a Deliverable filed twice makes one
+// item.
+func InboxItemSubject(tenant, personID, envelopeID string) (string, error) {
+	return bus.Subject(Inbox, tenant, personID, InboxItem, envelopeID)
+}
+
+// InboxAckSubject is the subject of one agent's acknowledgement of one
+// item; agentToken is AgentToken of the agent's id.
+func InboxAckSubject(tenant, personID, agentToken, envelopeID string) (string, error) {
+	return bus.Subject(Inbox, tenant, personID, InboxAck, agentToken, envelopeID)
+}
+
+// InboxReleaseAckSubject is the subject of one agent's acknowledgement of
+// an item again after the person released held fields of it (heldID):
+// alp.inbox.<tenant>.<person>.ack.<agent token>.<envelope>.<held id>,
+// written once per release like the first acknowledgement.
+func InboxReleaseAckSubject(tenant, personID, agentToken, envelopeID, heldID string) (string, error) {
+	return bus.Subject(Inbox, tenant, personID, InboxAck, agentToken, envelopeID, heldID)
+}
+
+// InboxDecisionSubject is the subject of the person's decision on one held
+// item of an inbox item (ApprovalDecided, copied from the approvals stream
+// by ingress), written once, so a redelivered decision releases once.
+func InboxDecisionSubject(tenant, personID, envelopeID, heldID string) (string, error) {
+	return bus.Subject(Inbox, tenant, personID, InboxDecision, envelopeID, heldID)
+}
+
+// InboxPersonFilter is every subject of one person's inbox.
+func InboxPersonFilter(tenant, personID string) (string, error) {
+	s, err := bus.Subject(Inbox, tenant, personID)
+	if err != nil {
+		return "", err
+	}
+	return s + ".>", nil
+}
+
+// AgentToken is the subject token of an agent: a hash of its id, because
+// agent ids (client ids may be URLs) are not subject tokens.
+func AgentToken(agentID string) string {
+	sum := sha256.Sum256([]byte(agentID))
+	return hex.EncodeToString(sum[:16])
+}
+
+// The tokens that say what a subject of federation's log (INBOUND) holds:
+// alp.inbound.<tenant>.<person>.verified.<envelope>,
+// alp.inbound.<tenant>.<person>.status.<envelope> and
+// alp.inbound.<tenant>.refused.<digest>.
+const (
+	InboundVerified = "verified"
+	InboundStatus   = "status"
+	InboundRefused  = "refused"
+)
+
+// InboundVerifiedSubject is the subject of an envelope from another broker
+// that passed the receiver's checks, for one recipient hosted here. It is
+// written once (an expected-empty append): a second copy of the envelope,
+// however late, is a replay.
+func InboundVerifiedSubject(tenant, recipientPersonID, envelopeID string) (string, error) {
+	return bus.Subject(Inbound, tenant, recipientPersonID, InboundVerified, envelopeID)
+}
+
+// InboundVerifiedFilter is every verified inbound envelope of every tenant.
+func InboundVerifiedFilter() string { return pattern(Inbound, "*", "*", InboundVerified, "*") }
+
+// InboundRefusedSubject is the subject of a refused request for a
+// destination tenant hosted here; id names the request (a digest of it).
+func InboundRefusedSubject(tenant, id string) (string, error) {
+	return bus.Subject(Inbound, tenant, InboundRefused, id)
+}
+
+// InboundRefusedFilter is every refused request of one tenant.
+func InboundRefusedFilter(tenant string) string {
+	return pattern(Inbound, bus.TenantToken(tenant), InboundRefused, "*")
+}
+
+// OutboundStatusSubject is the subject of the delivery status of an
+// envelope sent to another broker; each change is appended, the last one
+// is the current status.
+func OutboundStatusSubject(tenant, senderPersonID, envelopeID string) (string, error) {
+	return bus.Subject(Inbound, tenant, senderPersonID, InboundStatus, envelopeID)
+}
+
+// The fifth token of an outbox subject alp.outbox.<tenant>.<remote>.<kind>.<envelope>.
+const (
+	OutboxEnvelope = "envelope"
+	OutboxReceipt  = "receipt"
+	OutboxCosign   = "cosign"
+)
+
+// OutboxSubject is the subject of one outbox item: what kind of item,
+// for which envelope, to which remote domain. One item per subject (the
+// work queue's dedupe by Nats-Msg-Id covers a retried publish).
+func OutboxSubject(tenant, remoteDomain, kind, envelopeID string) (string, error) {
+	return bus.Subject(Outbox, tenant, bus.TenantToken(remoteDomain), kind, envelopeID)
+}
+
+// The fourth token of an approvals subject:
+// alp.approvals.<tenant>.<person>.item.<item> (ApprovalRequested, then
+// ApprovalDecided), alp.approvals.<tenant>.<person>.rule.<rule>
+// (StandingRuleCreated, then StandingRuleRevoked) and
+// alp.approvals.<tenant>.<person>.notify.<item>.<channel>
+// (NotificationAttempted).
+const (
+	ApprovalItem   = "item"
+	ApprovalRule   = "rule"
+	ApprovalNotify = "notify"
+)
+
+// ApprovalItemSubject is the subject of one item waiting for a person: its
+// request, then its one decision (appended with the expected last sequence,
+// so the first decision wins).
+func ApprovalItemSubject(tenant, personID, itemID string) (string, error) {
+	return bus.Subject(Approvals, tenant, personID, ApprovalItem, itemID)
+}
+
+// ApprovalItemFilter is every approval item of every tenant.
+func ApprovalItemFilter() string { return pattern(Approvals, "*", "*", ApprovalItem, "*") }
+
+// PersonApprovalItemsFilter is every approval item of one person.
+func PersonApprovalItemsFilter(tenant, personID string) string {
+	return pattern(Approvals, bus.TenantToken(tenant), personID, ApprovalItem, "*")
+}
+
+// StandingRuleSubject is the subject of one standing rule ("approve
+// always"): its creation, then its revocation.
+func StandingRuleSubject(tenant, personID, ruleID string) (string, error) {
+	return bus.Subject(Approvals, tenant, personID, ApprovalRule, ruleID)
+}
+
+// StandingRuleFilter is every standing rule of every tenant.
+func StandingRuleFilter() string { return pattern(Approvals, "*", "*", ApprovalRule, "*") }
+
+// NotificationSubject is the subject of the notifications about one item
+// on one channel ("webhook", "email"): every attempt is appended.
+func NotificationSubject(tenant, personID, itemID, channel string) (string, error) {
+	return bus.Subject(Approvals, tenant, personID, ApprovalNotify, itemID, channel)
 }
 
 // LedgerSubject is the subject of one person's log:

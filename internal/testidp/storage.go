@@ -759,6 +759,14 @@ func (s *storage) userByLogin(login string) (User, bool, bool) {
 	sub, ok := s.usernames[strings.ToLower(login)]
 	if !ok {
 		sub = login
+		// A relying party hints the address it knows the person by (alpd's
+		// fresh sign-in does), which is the user's email here.
+		for id, u := range s.users {
+			if u.Email != "" && strings.EqualFold(u.Email, login) {
+				sub = id
+				break
+			}
+		}
 	}
 	u, ok := s.users[sub]
 	if !ok {

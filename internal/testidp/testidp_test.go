@@ -1007,3 +1007,16 @@ func TestIntrospectRevokeAndUnsupportedGrants(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoLoginByEmailHint: a relying party that hints the person's
+// address (their email) rather than the username signs them in as that
+// user.
+func TestAutoLoginByEmailHint(t *testing.T) {
+	idp := startConfigured(t, func(c *testidp.Config) {
+		c.Users = append(c.Users, testidp.User{Subject: "sub-lee", Username: "lee", Email: "lee@example.org", EmailVerified: true})
+	})
+	res := login(t, idp, browser(t, webRedirect), webConfig(idp), "LEE@example.org")
+	if res.claims.Subject != "sub-lee" {
+		t.Fatalf("signed in as %q, want sub-lee", res.claims.Subject)
+	}
+}

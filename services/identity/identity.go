@@ -68,6 +68,9 @@ type Options struct {
 	// DynamicClients bounds dynamic client registration and expires the
 	// clients nobody used (zero values: defaults).
 	DynamicClients DynamicClients
+	// FreshMaxAge is how recent auth_time must be where a fresh sign-in
+	// is required (signin.Config.FreshMaxAge; default 5m).
+	FreshMaxAge time.Duration
 }
 
 // New builds the identity service.
@@ -175,14 +178,15 @@ func (s *Service) startSignIn(ctx context.Context) error {
 		return err
 	}
 	svc, err := signin.New(ctx, signin.Config{
-		Sessions:   sessions,
-		PublicURL:  s.opts.PublicURL,
-		Tenants:    s.opts.IdPs,
-		HashKey:    keys[:32],
-		BlockKey:   keys[32:],
-		Insecure:   s.opts.InsecureCookies,
-		HTTPClient: s.opts.HTTPClient,
-		Logger:     s.Logger,
+		Sessions:    sessions,
+		PublicURL:   s.opts.PublicURL,
+		Tenants:     s.opts.IdPs,
+		HashKey:     keys[:32],
+		BlockKey:    keys[32:],
+		Insecure:    s.opts.InsecureCookies,
+		HTTPClient:  s.opts.HTTPClient,
+		FreshMaxAge: s.opts.FreshMaxAge,
+		Logger:      s.Logger,
 	}, binder{s.store}, refreshKeeper{s})
 	if err != nil {
 		return err

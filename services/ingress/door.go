@@ -71,16 +71,17 @@ type Door struct {
 	log    *slog.Logger
 }
 
-// NewDoor builds a send path on s, logging to log (nil: the service's
-// logger). Its rate limits are its own: every message through it counts
-// against them.
-func NewDoor(s *Service, cfg DoorConfig, log *slog.Logger) *Door {
+// newDoor builds the send path on s (Options.Door): the service holds
+// the one Door, so every message through any binding counts against the
+// same rate limits.
+func newDoor(s *Service, cfg DoorConfig) *Door {
 	cfg = cfg.complete()
-	if log == nil {
-		log = s.Logger
-	}
-	return &Door{s: s, cfg: cfg, limits: newLimiters(cfg), log: log}
+	return &Door{s: s, cfg: cfg, limits: newLimiters(cfg), log: s.Logger}
 }
+
+// DecisionWait is how long a send waits for policy's decision before it
+// answers pending.
+func (d *Door) DecisionWait() time.Duration { return d.cfg.DecisionWait }
 
 // Admit authenticates an agent's bearer credential (the value of an
 // Authorization header), sets the trust its class earns, and takes one
@@ -93,7 +94,11 @@ func (d *Door) Admit(ctx context.Context, authorization string) (Sender, error) 
 		return Sender{}, err
 	}
 	trust, reason := trustOf(p)
-	snd := Sender{Tenant: p.Tenant, PersonID: p.PersonID, Address: p.Address, AgentID: p.AgentID,
+	class := alpv1.TrustClass_TRUST_CLASS_CONSUMER
+	if p.Class == accesstoken.ClassCompany {
+		class = alpv1.TrustClass_TRUST_CLASS_COMPANY
+	}
+	snd := Sender{Tenant: p.Tenant, PersonID: p.PersonID, Address: p.Address, AgentID: p.AgentID, Class: class,
 		Trust: trust, TrustReason: reason, Scopes: p.Scopes}
 	if err := d.limits.allow(snd, time.Now()); err != nil {
 		return Sender{}, err
@@ -114,13 +119,30 @@ func trustOf(p agentauth.Principal) (nmpv1.TrustLevel, string) {
 // *agentauth.Error (403, with the challenge naming the scope). Send checks
 // it too; a binding calls it first when the refusal must come before it
 // reads the rest of the message.
-func (d *Door) MaySend(snd Sender) error {
-	if slices.Contains(snd.Scopes, alp.ScopeSend) {
+func (d *Door) MaySend(snd Sender) error { return d.may(snd, alp.ScopeSend, "sending") }
+
+// MayRead refuses a sender whose credential lacks alp.ScopeRead, which
+// reading and acknowledging the person's inbox take: an *agentauth.Error
+// (403, with the challenge naming the scope).
+func (d *Door) MayRead(snd Sender) error { return d.may(snd, alp.ScopeRead, "reading the inbox") }
+
+// MayReply refuses a sender whose credential lacks either scope a reply
+// to an inbox item takes: alp.send for the message, alp.read for the item
+// it answers (ReplyTo reads it). Every binding's reply needs both.
+func (d *Door) MayReply(snd Sender) error {
+	if err := d.MaySend(snd); err != nil {
+		return err
+	}
+	return d.MayRead(snd)
+}
+
+func (d *Door) may(snd Sender, scope, what string) error {
+	if slices.Contains(snd.Scopes, scope) {
 		return nil
 	}
-	e := &accesstoken.Error{Code: accesstoken.CodeInsufficientScope, Scope: alp.ScopeSend}
+	e := &accesstoken.Error{Code: accesstoken.CodeInsufficientScope, Scope: scope}
 	return &agentauth.Error{Status: http.StatusForbidden, Code: accesstoken.CodeInsufficientScope,
-		Description: "the credential does not allow sending (scope " + alp.ScopeSend + ")",
+		Description: "the credential does not allow " + what + " (scope " + scope + ")",
 		Challenge:   e.WWWAuthenticate(d.s.Authenticator().ResourceMetadataURL)}
 }
 
@@ -214,6 +236,14 @@ type Outcome struct {
 	// Duplicate: the agent had already submitted this idempotency key; no
 	// new event was written.
 	Duplicate bool
+	// Delivery is where an envelope to a recipient at another broker
+	// stands (Status only; nil for a recipient hosted here, and for one
+	// the sender side refused: nothing left this broker).
+	Delivery *Delivery
+	// Approval is where an envelope stands that its recipient (hosted
+	// here) was asked to decide part of (Status only; nil when nothing
+	// was held).
+	Approval *Approval
 }
 
 // Reason is one reason of policy's decision: the party, its rule (the
@@ -330,20 +360,16 @@ var ErrTypesUnavailable = errors.New("ingress: message types unavailable")
 // the type's schema refuses, ErrTypesUnavailable while the types are not
 // known well enough to tell. Policy validates again.
 func (d *Door) checkBody(env *alpv1.Envelope) error {
-	st := d.s.types.Load()
-	if st == nil {
-		return fmt.Errorf("%w: policy's message types are not followed yet", ErrTypesUnavailable)
-	}
-	t, ok := st.Registry().Lookup(env.GetType())
-	if !ok {
-		// A type registered a moment ago may not have reached this
-		// replica yet: only a fresh registry may call a name unknown.
-		if err := st.Fresh(d.s.opts.MaxStaleness); err != nil {
-			return fmt.Errorf("%w: %v", ErrTypesUnavailable, err)
-		}
+	// A type registered a moment ago may not have reached this replica
+	// yet: only a fresh registry calls a name unknown (Type).
+	t, err := d.s.typeNamed(env.GetType())
+	if errors.Is(err, ErrUnknownType) {
 		return &BodyError{Code: CodeUnknownMessageType, Type: env.GetType()}
 	}
-	err := t.Validate(env.GetBody())
+	if err != nil {
+		return err
+	}
+	err = t.Validate(env.GetBody())
 	var ve msgtypes.ValidationErrors
 	switch {
 	case err == nil:
@@ -395,7 +421,9 @@ func (d *Door) Send(ctx context.Context, sub Submission) (Outcome, error) {
 }
 
 // Status is the outcome of one of snd's person's envelopes, for an agent
-// whose send answered pending: decided, or pending while its
+// whose send answered pending, that follows one sent to another broker
+// (Outcome.Delivery), or one its recipient here was asked to decide part
+// of (Outcome.Approval: held until they decide, then the outcome): decided, or pending while its
 // SendRequested is on the send stream; ErrUnknownEnvelope when the person
 // never sent it (or its events aged out). An id that is not a UUID is
 // ErrInvalidEnvelopeID.
@@ -409,7 +437,18 @@ func (d *Door) Status(ctx context.Context, snd Sender, envelopeID string) (Outco
 		return Outcome{}, err
 	}
 	if dec != nil {
-		return outcomeOf(id, dec.GetEnvelope(), dec), nil
+		o := outcomeOf(id, dec.GetEnvelope(), dec)
+		if d.s.remoteRecipient(dec) {
+			if o.Delivery, err = d.s.Delivery(ctx, snd.Tenant, snd.PersonID, id); err != nil {
+				return Outcome{}, err
+			}
+		}
+		if dec.GetRecipientPersonId() != "" && dec.GetOutcome() != alpv1.Outcome_OUTCOME_REFUSE {
+			if o.Approval, err = d.s.approval(ctx, dec, id); err != nil {
+				return Outcome{}, err
+			}
+		}
+		return o, nil
 	}
 	sent, err := d.s.Submitted(ctx, snd.Tenant, snd.PersonID, id)
 	if err != nil {

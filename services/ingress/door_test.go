@@ -46,7 +46,7 @@ func newDoorRig(t *testing.T) *doorRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, role := range []alpv1.Role{alpv1.Role_ROLE_POLICY, alpv1.Role_ROLE_IDENTITY} {
+	for _, role := range []alpv1.Role{alpv1.Role_ROLE_POLICY, alpv1.Role_ROLE_IDENTITY, alpv1.Role_ROLE_APPROVALS} {
 		for _, spec := range streams.Owned(role, []string{tenant}, streams.Limits{}) {
 			if _, err := b.EnsureStream(ctx, spec); err != nil {
 				t.Fatal(err)
@@ -61,7 +61,8 @@ func newDoorRig(t *testing.T) *doorRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := ingress.New(service.Deps{Bus: b, Keys: ks, Sealer: seal.New(kv, ks), Tenants: alp.Tenants{tenant}}, ingress.Options{})
+	svc := ingress.New(service.Deps{Bus: b, Keys: ks, Sealer: seal.New(kv, ks), Tenants: alp.Tenants{tenant}},
+		ingress.Options{Door: ingress.DoorConfig{DecisionWait: time.Millisecond}})
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func newDoorRig(t *testing.T) *doorRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(types.Close)
-	return &doorRig{b: b, svc: svc, door: ingress.NewDoor(svc, ingress.DoorConfig{DecisionWait: time.Millisecond}, nil), types: types}
+	return &doorRig{b: b, svc: svc, door: svc.Door(), types: types}
 }
 
 func (r *doorRig) send(t *testing.T, typ, body string) (ingress.Outcome, error) {

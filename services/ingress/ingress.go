@@ -10,10 +10,13 @@
 // (the built-in types and those the hosted organizations registered, which
 // it follows on policy's stream: [BodyError] at the door, nothing stored),
 // sends and awaits policy's decision up to a deadline (or answers pending)
-// with every field's verdict, and parses recipients ([ParseRecipient]). A
-// binding (services/ingress/nlipapi) only decodes its wire format into a
-// [Submission] and encodes the [Outcome] or the error. docs/message-path.md
-// follows one message through it, hop by hop.
+// with every field's verdict, and parses recipients ([ParseRecipient]). The
+// service holds one Door for all bindings ([Service.Door]), so an agent's
+// rate limits are the broker's, whichever door it uses. A binding
+// (services/ingress/nlipapi, mcpapi, restapi) only decodes its wire format
+// into a [Submission] and encodes the [Outcome], or the error as every door
+// answers it ([Problem]), with the pointer into its own request.
+// docs/message-path.md follows one message through it, hop by hop.
 package ingress
 
 import (
@@ -22,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -36,13 +40,16 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/accesstoken"
 	"github.com/alpd-project/alpd/internal/agentauth"
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/httproute"
+	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/msgtypes/typestore"
 	"github.com/alpd-project/alpd/internal/nmp"
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
+	"github.com/alpd-project/alpd/services/ingress/inbox"
 )
 
 // Service is the ingress service.
@@ -55,6 +62,8 @@ type Service struct {
 	// organizations' registrations on policy's stream) the door validates
 	// bodies against; nil until it is open.
 	types  atomic.Pointer[typestore.Store]
+	inbox  *inbox.Store
+	door   *Door
 	routes []httproute.Route
 }
 
@@ -70,8 +79,15 @@ type Options struct {
 	// ResourceMetadataURL is sent in every authentication challenge (RFC
 	// 9728), so a refused agent can find the authorization server.
 	ResourceMetadataURL string
+	// Door tunes the send path every binding shares (Service.Door): its
+	// rate limits are per broker process, whichever door an agent uses.
+	Door DoorConfig
 	// Bindings serve the send path over HTTP (HTTPRoutes).
 	Bindings []Binding
+	// Peer is a gRPC connection to the service of a role, wherever it
+	// runs (the broker's Client): the agents' doors ask policy for a
+	// person's connections and the ledger for their ledger's head.
+	Peer func(alpv1.Role) (grpc.ClientConnInterface, error)
 }
 
 // New builds the ingress service.
@@ -80,22 +96,59 @@ func New(d service.Deps, o Options) *Service {
 		o.MaxStaleness = 30 * time.Second
 	}
 	s := &Service{Base: service.NewBase(alpv1.Role_ROLE_INGRESS, d), opts: o}
+	s.inbox = inbox.New(inbox.Options{Bus: d.Bus, Sealer: d.Sealer, Tenants: d.Tenants, Log: s.Logger,
+		People: s.people, NewEvent: s.NewEvent})
+	s.door = newDoor(s, o.Door)
 	for _, bind := range o.Bindings {
 		s.routes = append(s.routes, bind(s)...)
 	}
 	return s
 }
 
-// Start creates the send stream and starts following identity's
+// Start creates the send and inbox streams, starts following identity's
 // revocations, which agents' tokens are checked against, and the message
-// types, which bodies are checked against.
+// types, which bodies are checked against, and runs the consumers that
+// file deliverables into inboxes, record the people's decisions on held
+// items there and purge erased people's.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.EnsureOwnedStreams(ctx); err != nil {
 		return err
 	}
 	s.followIdentity(ctx)
 	go s.followTypes(ctx)
+	handlers := map[string]bus.Handler{streams.IngressInbox: s.inbox.File, streams.IngressErasure: s.inbox.Erase,
+		streams.IngressReleases: s.inbox.Release}
+	for _, c := range streams.OwnedConsumers(alpv1.Role_ROLE_INGRESS, 0) {
+		spec := c.Spec()
+		spec.EnsureStream = s.EnsureStream(c.Stream)
+		if err := s.Consume(ctx, spec, handlers[c.Durable]); err != nil {
+			return err
+		}
+	}
+	go s.inbox.Sweep(ctx)
+	// The inboxes close once the consumers have drained.
+	stopped := s.Stopped()
+	go func() {
+		<-ctx.Done()
+		<-stopped
+		s.inbox.Close()
+	}()
 	s.MarkStarted()
+	return nil
+}
+
+// Inbox is the people's inboxes (services/ingress/inbox).
+func (s *Service) Inbox() *inbox.Store { return s.inbox }
+
+// Door is the send path, the one every binding admits agents through: an
+// agent's budget is the same whether it comes over NLIP, MCP or REST.
+func (s *Service) Door() *Door { return s.door }
+
+// people is identity's projection; nil until it is open.
+func (s *Service) people() *identitystore.Store {
+	if f := s.identity.Load(); f != nil {
+		return f.Store()
+	}
 	return nil
 }
 
@@ -194,6 +247,8 @@ type Sender struct {
 	// Address is the person's address; it becomes the envelope's from.
 	Address string
 	AgentID string
+	// Class is the trust class of the agent's credential.
+	Class alpv1.TrustClass
 	// Trust follows the agent's credential class (company 3, consumer 2).
 	Trust       nmpv1.TrustLevel
 	TrustReason string
@@ -226,6 +281,11 @@ type Submission struct {
 
 // ErrInvalid marks a submission the agent must fix.
 var ErrInvalid = errors.New("ingress: invalid submission")
+
+// ErrSenderMismatch marks a submission that names a sender other than the
+// one its credential proves (bindings answer 403 sender_mismatch): the
+// sender is always the credential's, never what a message says.
+var ErrSenderMismatch = errors.New("ingress: sender mismatch")
 
 // ErrIdempotencyKeyReused marks a submission whose idempotency key the same
 // agent already used for a message to another recipient or of another type.
@@ -354,6 +414,8 @@ func (s *Service) Accept(ctx context.Context, sub Submission) (Accepted, error) 
 		return Accepted{}, fmt.Errorf("%w: no envelope", ErrInvalid)
 	case env.GetTo() == "" || env.GetType() == "":
 		return Accepted{}, fmt.Errorf("%w: recipient and message type are required", ErrInvalid)
+	case env.GetFrom() != "" && alp.NormalizeAddress(strings.TrimPrefix(strings.ToLower(env.GetFrom()), "acct:")) != alp.NormalizeAddress(snd.Address):
+		return Accepted{}, fmt.Errorf("%w: the message says it is from %q, but the credential is %s's: the broker writes the sender", ErrSenderMismatch, env.GetFrom(), snd.Address)
 	case len(env.GetBody()) == 0 || !json.Valid(env.GetBody()):
 		return Accepted{}, fmt.Errorf("%w: body must be a JSON document", ErrInvalid)
 	}

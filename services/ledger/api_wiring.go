@@ -10,7 +10,9 @@ import (
 	ledgerv1 "github.com/alpd-project/alpd/gen/alp/ledger/v1"
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/httproute"
+	"github.com/alpd-project/alpd/internal/webui"
 	"github.com/alpd-project/alpd/services/ledger/api"
+	"github.com/alpd-project/alpd/services/ledger/pages"
 )
 
 // The person-facing read API (services/ledger/api) hangs off the service
@@ -40,11 +42,14 @@ type APIOptions struct {
 	// where identity runs in another process (split mode): bearer only.
 	Sessions api.Sessions
 	Limits   api.Limits
+	// UI, if set, serves the person's ledger page (services/ledger/pages).
+	UI *webui.UI
 }
 
 // apiState is the service's read API, once Start has served it.
 type apiState struct {
-	api atomic.Pointer[api.API]
+	api   atomic.Pointer[api.API]
+	pages atomic.Pointer[[]httproute.Route]
 }
 
 // serveAPI starts the read API. Without o.Auth it follows identity's
@@ -58,6 +63,10 @@ func (s *Service) serveAPI(ctx context.Context, o APIOptions) {
 			MaxStaleness: o.MaxStaleness, Logger: s.Logger,
 		})}
 	}
+	if o.UI != nil {
+		routes := pages.New(pages.Options{Backend: s, UI: o.UI, Logger: s.Logger.With("component", "pages")}).Routes()
+		s.reads.pages.Store(&routes)
+	}
 	s.reads.api.Store(api.New(api.Options{Backend: s, Auth: auth, Sessions: o.Sessions, Limits: o.Limits,
 		Logger: s.Logger.With("component", "api")}))
 }
@@ -65,10 +74,15 @@ func (s *Service) serveAPI(ctx context.Context, o APIOptions) {
 // HTTPRoutes are the read API's routes (/v1/ledger, within URLSpace); nil
 // until Start serves it.
 func (s *Service) HTTPRoutes() []httproute.Route {
-	if a := s.reads.api.Load(); a != nil {
-		return a.Routes()
+	a := s.reads.api.Load()
+	if a == nil {
+		return nil
 	}
-	return nil
+	routes := a.Routes()
+	if p := s.reads.pages.Load(); p != nil {
+		routes = append(routes, *p...)
+	}
+	return routes
 }
 
 // readAPI is the read API, or, before it is served, one that refuses every

@@ -191,3 +191,65 @@ func fixtureLeaf(p, j int) []byte {
 	return fmt.Appendf(nil, `{"envelope_id":"e-%d-%d","i":%d,"kind":"envelope.send_requested","log":"%s","source_event":"s-%d-%d","ts":"2026-01-01T00:00:00.000Z","v":1}`,
 		p, j, j, ledgerlog.Origin(tenant, personID(p)), p, j)
 }
+
+// BenchmarkDeliveries measures the ledger's throughput for same-broker
+// deliveries: b.N envelopes between 16 pairs of people, in rounds of 16
+// per pair: the round's SendRequested are recorded first (not timed), then
+// policy's Decided and the recipient's Deliverable of each, published in
+// that order to a running ledger, until its queue is drained. (Rounds keep
+// each envelope's entry among the last leaves a decision looks at.) The floor, measured in the
+// same run on other people, is b.N SendRequested alone (one leaf each).
+// "ratio" is deliveries/s over sends/s (1 = recording a delivery costs the
+// ledger what one sent envelope does). The events are built (bodies
+// sealed) before the clock starts. (With the SendRequested published in
+// the same stream of events, a decision may reach the ledger before its
+// envelope and wait for it, which stalls its partition and hides what the
+// appends cost.)
+//
+//	go test -run '^$' -bench Deliveries -benchtime 2000x ./services/ledger/
+func BenchmarkDeliveries(b *testing.B) {
+	e := newRig(b, 0)
+	e.startLedger(ledger.Options{})
+	const pairs = 16
+	type published struct {
+		subject string
+		ev      *alpv1.Event
+	}
+	run := func(events []published) time.Duration {
+		start := time.Now()
+		for _, p := range events {
+			e.publish(p.subject, p.ev)
+		}
+		e.waitDrained()
+		return time.Since(start)
+	}
+	sendOf := func(s sent) published {
+		subject, _ := streams.SendSubject(tenant, s.person, s.ev.GetSendRequested().GetEnvelope().GetId())
+		return published{subject, s.ev}
+	}
+	var floor, envelopes, decisions []published
+	for i := range b.N {
+		floor = append(floor, sendOf(e.newSend(personID(1000+i%pairs), fmt.Sprintf(`{"floor":%d}`, i))))
+		from, to := personID(2*(i%pairs)+1), personID(2*(i%pairs)+2)
+		s := e.newSend(from, fmt.Sprintf(`{"subject":"d%d"}`, i))
+		envelopes = append(envelopes, sendOf(s))
+		dec, dl := decision(s, to), deliverable(s, to)
+		decSubject, _ := streams.DecidedSubject(tenant, from, s.ev.GetSendRequested().GetEnvelope().GetId())
+		dlSubject, _ := streams.DeliverSubject(tenant, to, s.ev.GetSendRequested().GetEnvelope().GetId())
+		decisions = append(decisions, published{decSubject, dec}, published{dlSubject, dl})
+	}
+	b.ResetTimer()
+	sends := run(floor)
+	var deliveries time.Duration
+	const round = 16 * pairs
+	for i := 0; i < b.N; i += round {
+		b.StopTimer()
+		run(envelopes[i:min(i+round, b.N)])
+		b.StartTimer()
+		deliveries += run(decisions[2*i : 2*min(i+round, b.N)])
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/sends.Seconds(), "sends/s")
+	b.ReportMetric(float64(b.N)/deliveries.Seconds(), "deliveries/s")
+	b.ReportMetric(sends.Seconds()/deliveries.Seconds(), "ratio")
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
+	"github.com/alpd-project/alpd/internal/msgtypes"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ledger"
@@ -57,14 +59,15 @@ func decision(s sent, recipient string) *alpv1.Event {
 }
 
 // deliverable is policy's recipient-side Deliverable of s's envelope for
-// recipient: a commitment held, confidential fields for company agents
-// only, the views sealed (their bytes must not reach the ledger).
+// recipient, caused by the SendRequested: a commitment held, confidential
+// fields for company agents only, the views sealed (their bytes must not
+// reach the ledger).
 func deliverable(s sent, recipient string) *alpv1.Event {
 	env := proto.CloneOf(s.ev.GetSendRequested().GetEnvelope())
 	env.SealedBody = nil
 	sealed := &alpv1.SealedBody{Ciphertext: []byte(secretValue)}
 	return &alpv1.Event{Header: &alpv1.EventHeader{Type: "deliverable", SchemaVersion: 1,
-		EventId: uuid.Must(uuid.NewV7()).String(), CorrelationId: env.GetId(),
+		EventId: uuid.Must(uuid.NewV7()).String(), CausationId: s.ev.GetHeader().GetEventId(), CorrelationId: env.GetId(),
 		Tenant: tenant, ProducerRole: alpv1.Role_ROLE_POLICY, Occurred: timestamppb.Now()},
 		Body: &alpv1.Event_Deliverable{Deliverable: &alpv1.Deliverable{
 			Envelope: env, RecipientPersonId: recipient, SenderPersonId: s.person, Outcome: alpv1.Outcome_OUTCOME_HOLD,
@@ -90,7 +93,7 @@ func deliverable(s sent, recipient string) *alpv1.Event {
 func (e *rig) publishDecided(ev *alpv1.Event) {
 	e.t.Helper()
 	d := ev.GetDecided()
-	subject, err := streams.DecidedSubject(tenant, d.GetSenderPersonId(), d.GetEnvelope().GetId())
+	subject, err := streams.DecidedSubject(e.tenant, d.GetSenderPersonId(), d.GetEnvelope().GetId())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -100,7 +103,7 @@ func (e *rig) publishDecided(ev *alpv1.Event) {
 func (e *rig) publishDeliverable(ev *alpv1.Event) {
 	e.t.Helper()
 	d := ev.GetDeliverable()
-	subject, err := streams.DeliverSubject(tenant, d.GetRecipientPersonId(), d.GetEnvelope().GetId())
+	subject, err := streams.DeliverSubject(e.tenant, d.GetRecipientPersonId(), d.GetEnvelope().GetId())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -112,7 +115,9 @@ func (e *rig) publishDeliverable(ev *alpv1.Event) {
 // policy.deliverable entry on the recipient's: pointers, classes,
 // actions, every reason's party, policy id and code, rule versions, held
 // items and views — never a reason's message, a value or a sealed body.
-// The logs verify as an export.
+// (The sender is on this broker, so the recipient's log also records the
+// envelope as received and the receipt it gave the sender, whose log
+// records it: TestSameBrokerDelivery.) The logs verify as an export.
 func TestDecisionsBecomeEntries(t *testing.T) {
 	e := newRig(t, 0)
 	in := e.startLedger(ledger.Options{})
@@ -124,11 +129,12 @@ func TestDecisionsBecomeEntries(t *testing.T) {
 	e.publishDeliverable(dl)
 
 	r := in.svc.Storage()
-	entries := e.checkLog(r, ana, 2)
-	if entries[0].Kind != ledgerlog.KindSendRequested || entries[1].Kind != ledgerlog.KindDecided {
-		t.Fatalf("ana's log holds %s, %s; want the envelope, then its decision", entries[0].Kind, entries[1].Kind)
+	entries := e.checkLog(r, ana, 3)
+	decidedAt := slices.IndexFunc(entries, func(en ledgerlog.Entry) bool { return en.Kind == ledgerlog.KindDecided })
+	if entries[0].Kind != ledgerlog.KindSendRequested || decidedAt < 1 {
+		t.Fatalf("ana's log holds %s first, its decision at %d; want the envelope, then its decision", entries[0].Kind, decidedAt)
 	}
-	want := ledgerlog.Entry{V: 1, Log: ledgerlog.Origin(tenant, ana), Index: 1, Kind: ledgerlog.KindDecided,
+	want := ledgerlog.Entry{V: 1, Log: ledgerlog.Origin(tenant, ana), Index: uint64(decidedAt), Kind: ledgerlog.KindDecided,
 		SourceEvent: dec.GetHeader().GetEventId(), EnvelopeID: s.ev.GetSendRequested().GetEnvelope().GetId(),
 		Counterparty: "other.example", Outcome: ledgerlog.OutcomeDeliverPartial,
 		Fields: []ledgerlog.FieldVerdict{
@@ -144,12 +150,17 @@ func TestDecisionsBecomeEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := entries[1].Canonical(); !bytes.Equal(got, wantLeaf) {
+	if got, _ := entries[decidedAt].Canonical(); !bytes.Equal(got, wantLeaf) {
 		t.Errorf("decided entry\n%s\nwant\n%s", got, wantLeaf)
 	}
 
-	got := e.checkLog(r, lee, 1)[0]
-	wantD := ledgerlog.Entry{V: 1, Log: ledgerlog.Origin(tenant, lee), Index: 0, Kind: ledgerlog.KindDeliverable,
+	leeLog := e.checkLog(r, lee, 3)
+	at := slices.IndexFunc(leeLog, func(en ledgerlog.Entry) bool { return en.Kind == ledgerlog.KindDeliverable })
+	if at < 0 {
+		t.Fatalf("no deliverable in lee's log %+v", leeLog)
+	}
+	got := leeLog[at]
+	wantD := ledgerlog.Entry{V: 1, Log: ledgerlog.Origin(tenant, lee), Index: uint64(at), Kind: ledgerlog.KindDeliverable,
 		SourceEvent: dl.GetHeader().GetEventId(), EnvelopeID: want.EnvelopeID, Counterparty: "example.org",
 		Outcome: ledgerlog.OutcomeHold, Reasons: []ledgerlog.Reason{{Party: "broker", Code: "commitment_held"}},
 		Fields: []ledgerlog.FieldVerdict{
@@ -347,6 +358,12 @@ func TestDecisionForAnotherLogIsRefused(t *testing.T) {
 // export, as GET /v1/ledger/export writes it.
 func exportOf(t *testing.T, r storage.Reader, person string) *ledgerlog.Export {
 	t.Helper()
+	return exportOfTenant(t, r, tenant, person)
+}
+
+// exportOfTenant is exportOf for a person of tenant.
+func exportOfTenant(t *testing.T, r storage.Reader, tenant, person string) *ledgerlog.Export {
+	t.Helper()
 	ctx := context.Background()
 	head, err := r.Head(ctx, tenant, person)
 	if err != nil {
@@ -376,4 +393,32 @@ func exportOf(t *testing.T, r storage.Reader, person string) *ledgerlog.Export {
 		x.Entries = append(x.Entries, xe)
 	}
 	return x
+}
+
+// TestBrokerNoticeIsTheSend: the broker's own connection.accept/v1 notice
+// (policy's decision with no SendRequested behind it) is recorded on the
+// person's log as its send, committing to the body, then as its decision;
+// the decision delivered again records nothing more.
+func TestBrokerNoticeIsTheSend(t *testing.T) {
+	e := newRig(t, 0)
+	in := e.startLedger(ledger.Options{})
+	lee := personID(2)
+	s := e.newSend(lee, `{"in_reply_to":"01a23748-f2a3-720b-aa57-aaaa29d7a88b"}`)
+	env := s.ev.GetSendRequested().GetEnvelope()
+	env.Type, env.To, env.FromAgent = msgtypes.ConnectionAccept, "ana@a.example", "alpd.policy"
+	dec := &alpv1.Event{Header: &alpv1.EventHeader{Type: "decided", SchemaVersion: 1, EventId: uuid.Must(uuid.NewV7()).String(),
+		CorrelationId: env.GetId(), Tenant: tenant, ProducerRole: alpv1.Role_ROLE_POLICY, Occurred: timestamppb.Now()},
+		Body: &alpv1.Event_Decided{Decided: &alpv1.Decided{Envelope: env, Outcome: alpv1.Outcome_OUTCOME_DELIVER, SenderPersonId: lee,
+			Reasons: []*alpv1.Reason{{Party: "broker", Code: "connection_accepted"}}}}}
+	e.publishDecided(dec)
+	entries := e.checkLog(in.svc.Storage(), lee, 2)
+	if entries[0].Kind != ledgerlog.KindSendRequested || entries[0].EnvelopeID != env.GetId() || entries[0].Commitment == "" ||
+		entries[1].Kind != ledgerlog.KindDecided {
+		t.Fatalf("lee's log: %+v", entries)
+	}
+	// Published again (as a redelivery would be): still two entries.
+	again := proto.CloneOf(dec)
+	e.publishDecided(again)
+	e.waitDrained()
+	e.checkLog(in.svc.Storage(), lee, 2)
 }

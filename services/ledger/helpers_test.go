@@ -36,11 +36,13 @@ const tenant = "example.org"
 // rig is an embedded NATS (restartable on the same store and port), a
 // memory KeyStore with the tenant's keys, and the streams the ledger reads.
 type rig struct {
-	t    testing.TB
-	dir  string
-	port int
-	srv  *server.Server
-	ks   keystore.KeyStore
+	t testing.TB
+	// tenant is the one domain the rig's broker hosts (default the const).
+	tenant string
+	dir    string
+	port   int
+	srv    *server.Server
+	ks     keystore.KeyStore
 	// ingress side
 	nc     *nats.Conn
 	b      *bus.Bus
@@ -52,20 +54,26 @@ type rig struct {
 
 func newRig(t testing.TB, dup time.Duration) *rig {
 	t.Helper()
-	e := &rig{t: t, dir: t.TempDir(), ks: keystore.NewMemory(), dup: dup}
+	return newRigOf(t, dup, tenant)
+}
+
+// newRigOf is a rig whose broker hosts domain instead: one of two brokers.
+func newRigOf(t testing.TB, dup time.Duration, domain string) *rig {
+	t.Helper()
+	e := &rig{t: t, tenant: domain, dir: t.TempDir(), ks: keystore.NewMemory(), dup: dup}
 	e.srv = natstest.RunServer(t, natstest.Options(e.dir))
 	e.port = e.srv.Addr().(*net.TCPAddr).Port
 	ctx := context.Background()
 	for _, p := range []alpv1.KeyPurpose{alpv1.KeyPurpose_KEY_PURPOSE_DATA, alpv1.KeyPurpose_KEY_PURPOSE_LEDGER} {
-		if _, err := e.ks.Generate(ctx, tenant, p); err != nil {
+		if _, err := e.ks.Generate(ctx, e.tenant, p); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.nc = e.connect()
 	e.b = e.newBus(e.nc)
 	// The streams of the other services the ledger sources from.
-	for _, role := range []alpv1.Role{alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_IDENTITY, alpv1.Role_ROLE_POLICY} {
-		for _, spec := range streams.Owned(role, []string{tenant}, streams.Limits{}) {
+	for _, role := range []alpv1.Role{alpv1.Role_ROLE_INGRESS, alpv1.Role_ROLE_IDENTITY, alpv1.Role_ROLE_POLICY, alpv1.Role_ROLE_FEDERATION, alpv1.Role_ROLE_APPROVALS} {
+		for _, spec := range streams.Owned(role, []string{e.tenant}, streams.Limits{}) {
 			if _, err := e.b.EnsureStream(ctx, spec); err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +143,7 @@ func (e *rig) startLedger(o ledger.Options) *instance {
 	if o.Partitions == 0 {
 		o.Partitions = 4
 	}
-	svc := ledger.New(service.Deps{Bus: b, Keys: e.ks, Sealer: seal.New(kv, e.ks, seal.WithCacheTTL(0)), Tenants: []string{tenant}}, o)
+	svc := ledger.New(service.Deps{Bus: b, Keys: e.ks, Sealer: seal.New(kv, e.ks, seal.WithCacheTTL(0)), Tenants: []string{e.tenant}}, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := svc.Start(ctx); err != nil {
 		cancel()
@@ -207,13 +215,13 @@ func (e *rig) newSend(person, body string) sent {
 	testkit.Eventually(e.t, 20*time.Second, func() (err error) {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		sb, err = e.sealer.Seal(sctx, tenant, person, []byte(body), []byte(id))
+		sb, err = e.sealer.Seal(sctx, e.tenant, person, []byte(body), []byte(id))
 		return err
 	})
-	env := &alpv1.Envelope{Id: id, Tenant: tenant, From: "ana@example.org", To: "Bob@Other.Example", Type: "note/v1",
+	env := &alpv1.Envelope{Id: id, Tenant: e.tenant, From: "ana@example.org", To: "Bob@Other.Example", Type: "note/v1",
 		SealedBody: sb, Created: timestamppb.Now()}
 	ev := &alpv1.Event{Header: &alpv1.EventHeader{Type: "send_requested", SchemaVersion: 1,
-		EventId: uuid.Must(uuid.NewV7()).String(), CorrelationId: id, Tenant: tenant,
+		EventId: uuid.Must(uuid.NewV7()).String(), CorrelationId: id, Tenant: e.tenant,
 		ProducerRole: alpv1.Role_ROLE_INGRESS, Occurred: timestamppb.Now()},
 		Body: &alpv1.Event_SendRequested{SendRequested: &alpv1.SendRequested{Envelope: env, SenderPersonId: person}}}
 	return sent{ev: ev, body: []byte(body), person: person}
@@ -222,7 +230,7 @@ func (e *rig) newSend(person, body string) sent {
 // publishSend publishes s on its envelope's send subject.
 func (e *rig) publishSend(s sent) {
 	e.t.Helper()
-	subject, _ := streams.SendSubject(tenant, s.person, s.ev.GetSendRequested().GetEnvelope().GetId())
+	subject, _ := streams.SendSubject(e.tenant, s.person, s.ev.GetSendRequested().GetEnvelope().GetId())
 	e.publish(subject, s.ev)
 }
 
@@ -252,13 +260,13 @@ func (e *rig) publish(subject string, ev *alpv1.Event) {
 func (e *rig) erase(person string) {
 	e.t.Helper()
 	ctx := context.Background()
-	if err := e.sealer.Destroy(ctx, tenant, person); err != nil {
+	if err := e.sealer.Destroy(ctx, e.tenant, person); err != nil {
 		e.t.Fatal(err)
 	}
-	subject, _ := bus.Subject(streams.Identity, tenant, "erasure", person)
+	subject, _ := bus.Subject(streams.Identity, e.tenant, "erasure", person)
 	ev := &alpv1.Event{Header: &alpv1.EventHeader{Type: "data_key_destroyed", SchemaVersion: 1,
-		EventId: uuid.Must(uuid.NewV7()).String(), Tenant: tenant, ProducerRole: alpv1.Role_ROLE_IDENTITY, Occurred: timestamppb.Now()},
-		Body: &alpv1.Event_DataKeyDestroyed{DataKeyDestroyed: &alpv1.DataKeyDestroyed{Tenant: tenant, PersonId: person}}}
+		EventId: uuid.Must(uuid.NewV7()).String(), Tenant: e.tenant, ProducerRole: alpv1.Role_ROLE_IDENTITY, Occurred: timestamppb.Now()},
+		Body: &alpv1.Event_DataKeyDestroyed{DataKeyDestroyed: &alpv1.DataKeyDestroyed{Tenant: e.tenant, PersonId: person}}}
 	e.publish(subject, ev)
 }
 
@@ -289,7 +297,7 @@ func (e *rig) streamLeaves(person string) ([][]byte, []*alpv1.Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	js := e.b.JetStream()
-	subject, _ := bus.Subject(streams.Ledger, tenant, person)
+	subject, _ := bus.Subject(streams.Ledger, e.tenant, person)
 	c, err := js.OrderedConsumer(ctx, e.b.StreamName(streams.Ledger), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		e.t.Fatal(err)
@@ -327,7 +335,7 @@ func (e *rig) streamLeaves(person string) ([][]byte, []*alpv1.Event) {
 
 // checkLog verifies a person's log as a reader would, from the stream:
 // leaves parse, indexes are 0..n-1 with no gap or repeat, every source
-// event appears once; and the store's head and signed checkpoint agree
+// event appears once per kind; and the store's head and signed checkpoint agree
 // with the tree recomputed from those leaves. It returns the entries.
 func (e *rig) checkLog(r storage.Reader, person string, want int) []ledgerlog.Entry {
 	e.t.Helper()
@@ -335,7 +343,7 @@ func (e *rig) checkLog(r storage.Reader, person string, want int) []ledgerlog.En
 	var head storage.Head
 	testkit.Eventually(e.t, 20*time.Second, func() error {
 		var err error
-		head, err = r.Head(ctx, tenant, person)
+		head, err = r.Head(ctx, e.tenant, person)
 		if err != nil {
 			return err
 		}
@@ -350,7 +358,7 @@ func (e *rig) checkLog(r storage.Reader, person string, want int) []ledgerlog.En
 	}
 	tree := ledgerlog.NewMemoryTree(len(leaves))
 	var entries []ledgerlog.Entry
-	sources := map[string]int{}
+	sources := map[[2]string]int{}
 	for i, leaf := range leaves {
 		en, err := ledgerlog.ParseEntry(leaf)
 		if err != nil {
@@ -359,13 +367,14 @@ func (e *rig) checkLog(r storage.Reader, person string, want int) []ledgerlog.En
 		if en.Index != uint64(i) || evs[i].GetLedgerEntryAppended().GetIndex() != uint64(i) {
 			e.t.Fatalf("leaf %d says index %d (event %d): the log forked or has a gap", i, en.Index, evs[i].GetLedgerEntryAppended().GetIndex())
 		}
-		if en.Log != ledgerlog.Origin(tenant, person) {
+		if en.Log != ledgerlog.Origin(e.tenant, person) {
 			e.t.Fatalf("leaf %d is of log %s", i, en.Log)
 		}
-		if j, dup := sources[en.SourceEvent]; dup {
-			e.t.Fatalf("source event %s appended twice, at %d and %d", en.SourceEvent, j, i)
+		source := [2]string{en.SourceEvent, en.Kind}
+		if j, dup := sources[source]; dup {
+			e.t.Fatalf("source event %s appended twice as %s, at %d and %d", en.SourceEvent, en.Kind, j, i)
 		}
-		sources[en.SourceEvent] = i
+		sources[source] = i
 		if _, err := tree.Append(leaf); err != nil {
 			e.t.Fatal(err)
 		}
@@ -375,7 +384,7 @@ func (e *rig) checkLog(r storage.Reader, person string, want int) []ledgerlog.En
 	if head.Root != root {
 		e.t.Fatalf("store root %x, recomputed %x", head.Root, root)
 	}
-	keys, err := r.PublicKeys(ctx, tenant)
+	keys, err := r.PublicKeys(ctx, e.tenant)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -2,12 +2,19 @@
 // 6962 Merkle log (internal/ledgerlog) on the ledger stream, with signed
 // checkpoints and receipts.
 //
-// The service is wired from three parts (Dendrite-style):
+// The service is wired from these parts (Dendrite-style):
 //
 //   - consumers: the writer that turns each event of the partitioned work
-//     queue (send requests, policy's decisions and deliverables, erasures;
-//     the queue and its partition consumers are declared in
-//     internal/streams) into a leaf;
+//     queue (send requests, policy's decisions and deliverables, erasures,
+//     agents' inbox acknowledgements; the queue and its partition
+//     consumers are declared in internal/streams) into a leaf, and a
+//     same-broker delivery into the recipient's receipt, recorded in both
+//     people's logs;
+//   - receipts: signing receipts and recording receipt entries, for the
+//     writer and for IssueReceipt and RecordReceipt;
+//   - federation.go: federation's gRPC methods for exchanges with other
+//     brokers (the sender's commitment, the recipient's receipt, cosigning
+//     as a witness and recording cosignatures);
 //   - storage/jsstore: the logs themselves — fork-free appends, lazily
 //     loaded trees, snapshots, checkpoints — behind the read interface
 //     storage.Reader that the person-facing API (services/ledger/api)
@@ -33,6 +40,7 @@ import (
 	"github.com/alpd-project/alpd/internal/service"
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/services/ledger/consumers"
+	"github.com/alpd-project/alpd/services/ledger/receipts"
 	"github.com/alpd-project/alpd/services/ledger/secrets"
 	"github.com/alpd-project/alpd/services/ledger/storage"
 	"github.com/alpd-project/alpd/services/ledger/storage/jsstore"
@@ -94,8 +102,11 @@ type Service struct {
 	store   *jsstore.Store
 	secrets *secrets.Store
 	writer  *consumers.Writer
-	initErr error
-	reads   apiState // the person-facing read API (api_wiring.go)
+	// receipts signs and records receipts (IssueReceipt, RecordReceipt,
+	// and the writer's for same-broker deliveries).
+	receipts *receipts.Issuer
+	initErr  error
+	reads    apiState // the person-facing read API (api_wiring.go)
 }
 
 // New builds the ledger service. It does no I/O; Start does.
@@ -136,7 +147,8 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.writer.Store, s.writer.Secrets = s.store, s.secrets
+	s.receipts = &receipts.Issuer{Store: s.store, Keys: s.Keys}
+	s.writer.Store, s.writer.Secrets, s.writer.Receipts = s.store, s.secrets, s.receipts
 	if err := s.ensureWork(ctx); err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ func TestReceipts(t *testing.T) {
 	e.waitDrained()
 	ctx := context.Background()
 	counterparty := ledgerlog.Origin("other.example", "bob")
-	r, err := in.svc.IssueReceipt(ctx, tenant, a, ledger.ByEnvelope(s0.ev.GetSendRequested().GetEnvelope().GetId()), counterparty)
+	r, err := in.svc.IssueLeafReceipt(ctx, tenant, a, ledger.ByEnvelope(s0.ev.GetSendRequested().GetEnvelope().GetId()), counterparty)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestReceipts(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The issuance is in the log; a retry records nothing more.
-	if _, err := in.svc.IssueReceipt(ctx, tenant, a, ledger.ByIndex(0), counterparty); err != nil {
+	if _, err := in.svc.IssueLeafReceipt(ctx, tenant, a, ledger.ByIndex(0), counterparty); err != nil {
 		t.Fatal(err)
 	}
 	entries := e.checkLog(in.svc.Storage(), a, 3)
@@ -48,10 +48,10 @@ func TestReceipts(t *testing.T) {
 		t.Fatalf("issued entry: %+v", entries[2])
 	}
 	// Receipts cannot be issued for receipt entries or missing envelopes.
-	if _, err := in.svc.IssueReceipt(ctx, tenant, a, ledger.ByIndex(2), counterparty); err == nil {
+	if _, err := in.svc.IssueLeafReceipt(ctx, tenant, a, ledger.ByIndex(2), counterparty); err == nil {
 		t.Fatal("receipt issued for a receipt entry")
 	}
-	if _, err := in.svc.IssueReceipt(ctx, tenant, a, ledger.ByEnvelope("nope"), counterparty); err == nil {
+	if _, err := in.svc.IssueLeafReceipt(ctx, tenant, a, ledger.ByEnvelope("nope"), counterparty); err == nil {
 		t.Fatal("receipt issued for an unknown envelope")
 	}
 	// Recording a counterparty's receipt (here: ours, as b's counterparty).

@@ -5,6 +5,7 @@ import (
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/httproute"
 	"github.com/alpd-project/alpd/services/ledger/api"
+	"github.com/alpd-project/alpd/services/ledger/pages"
 )
 
 // URLSpace is the ledger's part of the public URL space
@@ -12,5 +13,6 @@ import (
 func URLSpace() httproute.Space {
 	return httproute.Space{Owner: envelope.ServiceName(alpv1.Role_ROLE_LEDGER), Paths: []string{
 		api.PathHead, api.PathHead + "/",
+		pages.PathLedger,
 	}}
 }

@@ -6,7 +6,9 @@ import (
 
 	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/httproute"
+	"github.com/alpd-project/alpd/internal/webui"
 	"github.com/alpd-project/alpd/services/policy/api"
+	"github.com/alpd-project/alpd/services/policy/pages"
 )
 
 // The REST endpoints (services/policy/api) hang off the service here, so
@@ -37,11 +39,15 @@ type APIOptions struct {
 	// AdminRole is an organization admin's session role (default
 	// alp.AdminRole, as identity's).
 	AdminRole string
+	// UI, if set, serves the person's connections and rules pages and the
+	// admin's relationships page (services/policy/pages).
+	UI *webui.UI
 }
 
 // apiState is the service's REST API once Start has served it.
 type apiState struct {
-	api atomic.Pointer[api.API]
+	api   atomic.Pointer[api.API]
+	pages atomic.Pointer[[]httproute.Route]
 }
 
 // serveAPI builds the REST API on the open projections. Without o.Auth it
@@ -61,15 +67,26 @@ func (s *Service) serveAPI() {
 		Relationships: st.rels, Rules: st.rules, Types: st.types,
 		MaxRuleBytes: st.engine.Limits().MaxBytes,
 		Auth:         auth, Sessions: o.Sessions, AdminRole: o.AdminRole,
-		Logger: s.Logger.With("component", "api"),
+		Accepted: s.acceptedByAPI,
+		Logger:   s.Logger.With("component", "api"),
 	}))
+	if o.UI != nil {
+		routes := pages.New(pages.Options{Relationships: st.rels, Rules: st.rules, Ready: s.Ready, UI: o.UI,
+			Logger: s.Logger.With("component", "pages")}).Routes()
+		s.api.pages.Store(&routes)
+	}
 }
 
 // HTTPRoutes are the REST routes (within URLSpace); nil until Start serves
 // them.
 func (s *Service) HTTPRoutes() []httproute.Route {
-	if a := s.api.api.Load(); a != nil {
-		return a.Routes()
+	a := s.api.api.Load()
+	if a == nil {
+		return nil
 	}
-	return nil
+	routes := a.Routes()
+	if p := s.api.pages.Load(); p != nil {
+		routes = append(routes, *p...)
+	}
+	return routes
 }

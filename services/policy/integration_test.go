@@ -24,7 +24,6 @@ import (
 	"github.com/alpd-project/alpd/internal/streams"
 	"github.com/alpd-project/alpd/internal/testkit"
 	"github.com/alpd-project/alpd/services/ingress"
-	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 	"github.com/alpd-project/alpd/services/policy/relationships"
 )
 
@@ -47,11 +46,18 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigOf(t, nil)
+}
+
+// newRigOf is newRig running only services (nil: all), on a NATS that
+// holds the streams of the others, as if they had run.
+func newRigOf(t *testing.T, services []string, others ...alpv1.Role) *rig {
+	t.Helper()
 	// Rate limits far above what a test sends: retries wait for a
 	// projection, not for a bucket.
 	unlimited := ingress.Rate{Limit: 1e6, Burst: 1 << 20}
-	br := brokertest.Start(t, broker.Config{Tenants: []string{home, partner},
-		NLIP: nlipapi.Config{PerAgent: unlimited, PerPerson: unlimited, PerTenant: unlimited}})
+	br := brokertest.StartWithStreamsOf(t, broker.Config{Tenants: []string{home, partner}, Services: services,
+		Door: ingress.DoorConfig{PerAgent: unlimited, PerPerson: unlimited, PerTenant: unlimited}}, nil, others...)
 	js, err := jetstream.New(br.NC)
 	if err != nil {
 		t.Fatal(err)

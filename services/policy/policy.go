@@ -9,6 +9,13 @@
 // (services/policy/decision), and publishes the recipient's Deliverable
 // (views and held items sealed with the recipient's data key) before the
 // sender's Decided (docs/message-path.md follows a message through them).
+// For each InboundVerified (an envelope another broker sent, which
+// federation verified) it runs the recipient side only and publishes the
+// Deliverable, a refusal included, for the sender broker's receipt
+// (inbound.go).
+// For each ApprovalDecided of a connection request it answers the
+// connection as the person decided, and tells an asker at another broker
+// (approvals.go).
 // Nothing in clear reaches a stream.
 package policy
 
@@ -18,6 +25,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
@@ -34,9 +42,10 @@ import (
 type Service struct {
 	service.Base
 	policyv1.UnimplementedPolicyServiceServer
-	opts  Options
-	state *state
-	api   apiState
+	opts    Options
+	state   *state
+	api     apiState
+	inbound inboundMetrics
 }
 
 // DefaultMaxStaleness is how long a projection may go unconfirmed before
@@ -53,6 +62,8 @@ type Options struct {
 	MaxStaleness time.Duration
 	// API configures the REST endpoints (api_wiring.go).
 	API APIOptions
+	// Registerer takes policy's metrics (nil: not exported).
+	Registerer prometheus.Registerer
 }
 
 // New builds the policy service.
@@ -60,7 +71,7 @@ func New(d service.Deps, o Options) *Service {
 	if o.MaxStaleness <= 0 {
 		o.MaxStaleness = DefaultMaxStaleness
 	}
-	return &Service{Base: service.NewBase(alpv1.Role_ROLE_POLICY, d), opts: o}
+	return &Service{Base: service.NewBase(alpv1.Role_ROLE_POLICY, d), opts: o, inbound: newInboundMetrics()}
 }
 
 // Start creates policy's streams, opens its projections, starts the
@@ -68,6 +79,11 @@ func New(d service.Deps, o Options) *Service {
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.EnsureOwnedStreams(ctx); err != nil {
 		return err
+	}
+	if s.opts.Registerer != nil {
+		if err := s.inbound.register(s.opts.Registerer); err != nil {
+			return err
+		}
 	}
 	st, err := s.openState(ctx)
 	if err != nil {
@@ -120,6 +136,10 @@ func (s *Service) handle(ctx context.Context, d bus.Delivery) error {
 	switch body := d.Event.GetBody().(type) {
 	case *alpv1.Event_SendRequested:
 		return s.decideSend(ctx, d.Event, body.SendRequested)
+	case *alpv1.Event_InboundVerified:
+		return s.decideInbound(ctx, d.Event, body.InboundVerified)
+	case *alpv1.Event_ApprovalRequested, *alpv1.Event_ApprovalDecided:
+		return s.onApproval(ctx, d.Event)
 	default:
 		return bus.Permanent(fmt.Errorf("policy: cannot handle %s", bus.Kind(d.Event)))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/alpd-project/alpd/services/policy/relationships"
 	"github.com/alpd-project/alpd/services/policy/rules"
 	"github.com/alpd-project/alpd/services/policy/rulestore"
+	"github.com/alpd-project/alpd/services/policy/standing"
 )
 
 // compiledSets bounds the compiled rule sets a replica keeps: people on
@@ -28,6 +29,9 @@ type state struct {
 	rels    *relationships.Store
 	rules   *rulestore.Store
 	types   *typestore.Store
+	// standing are people's standing rules ("approve always", the
+	// approvals stream's rule subjects).
+	standing *standing.Store
 	// engine validates rule writes (rules uses it; the REST API bounds
 	// their bodies by its limit).
 	engine *rules.Engine
@@ -55,6 +59,10 @@ func (s *Service) openState(ctx context.Context) (*state, error) {
 		st.close()
 		return nil, fmt.Errorf("policy: message types: %w", err)
 	}
+	if st.standing, err = standing.Open(s.Bus, s.Tenants, s.Logger); err != nil {
+		st.close()
+		return nil, fmt.Errorf("policy: standing rules: %w", err)
+	}
 	return st, nil
 }
 
@@ -71,6 +79,9 @@ func (st *state) close() {
 	if st.types != nil {
 		st.types.Close()
 	}
+	if st.standing != nil {
+		st.standing.Close()
+	}
 }
 
 // fresh is nil while every projection confirmed within maxStaleness;
@@ -82,6 +93,7 @@ func (st *state) fresh(maxStaleness time.Duration) error {
 		fresh func(time.Duration) error
 	}{
 		{"identity", st.people.Fresh}, {"relationships", st.rels.Fresh}, {"rules", st.rules.Fresh}, {"types", st.types.Fresh},
+		{"standing rules", st.standing.Fresh},
 	} {
 		if err := p.fresh(maxStaleness); err != nil {
 			errs = append(errs, fmt.Errorf("policy: %s projection: %w", p.name, err))

@@ -4,6 +4,7 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/httproute"
+	"github.com/alpd-project/alpd/services/policy/pages"
 )
 
 // URLSpace is policy's part of the public URL space (docs/architecture.md):
@@ -18,5 +19,9 @@ func URLSpace() httproute.Space {
 		"/v1/admin/policies/",
 		"/v1/admin/types", "/v1/admin/types/",
 		"/v1/admin/relationships",
+		// The pages (services/policy/pages).
+		pages.PathConnections, pages.PathConnections + "/",
+		pages.PathRules,
+		pages.PathAdminRels, pages.PathAdminRels + "/",
 	}}
 }

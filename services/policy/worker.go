@@ -13,6 +13,7 @@ import (
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/identitystore"
+	"github.com/alpd-project/alpd/internal/msgtypes"
 	"github.com/alpd-project/alpd/internal/seal"
 	"github.com/alpd-project/alpd/services/policy/decision"
 	"github.com/alpd-project/alpd/services/policy/relationships"
@@ -29,6 +30,8 @@ const (
 	codeRulesInvalid     = "rules_invalid"
 	// A stranger who was declined may not ask again.
 	codeConnectionDeclined = "connection_declined"
+	// A type only the broker sends (connection.accept/v1).
+	codeBrokerOnlyType = "broker_only_type"
 )
 
 // side is one end of a message as the worker resolved it.
@@ -108,6 +111,12 @@ func (st *state) evaluate(ctx context.Context, sender side, agent rules.Agent, t
 	typ, _ := st.types.Registry().Lookup(typeName)
 	msg := decision.Message{Type: typ, Body: body, Agent: agent, Sender: sender.rulesSide(), Recipient: recipient.rulesSide()}
 
+	if recipient.local() {
+		if err := st.preapprovals(&msg, sender, recipient); err != nil {
+			return ev, err
+		}
+	}
+
 	sets, versions, err := st.sets(sender.tenant, sender.personID, recipient)
 	if err != nil {
 		var invalid *rulesInvalidError
@@ -159,6 +168,12 @@ func (s *Service) decide(ctx context.Context, tenant string, req *alpv1.SendRequ
 	trustClass, ok := trustClassOf(envelope.Trust(env))
 	if !ok {
 		return refused(codeUntrustedSender, "the sending agent's trust is below verified")
+	}
+	if env.GetType() == msgtypes.ConnectionAccept {
+		// Only the person accepting, through their broker, answers a
+		// request to connect (tellAsker): an agent's accept would tell
+		// the asker's broker of a connection the person never made.
+		return refused(codeBrokerOnlyType, msgtypes.ConnectionAccept+" is sent by the broker when the person accepts, not by agents")
 	}
 	body, err := s.Sealer.Open(ctx, env.GetSealedBody(), []byte(env.GetId()))
 	if err != nil {
@@ -214,6 +229,24 @@ func (s *Service) decide(ctx context.Context, tenant string, req *alpv1.SendRequ
 		}
 	}
 	return out, nil
+}
+
+// preapprovals fills in what may let a commitment to recipient through
+// besides their own set: their standing rules, and their organization's
+// rules covering the pair with the actions they pre-approve, as of now.
+func (st *state) preapprovals(msg *decision.Message, sender, recipient side) error {
+	msg.At = time.Now()
+	msg.StandingRules = st.standing.Rules(recipient.tenant, recipient.personID)
+	party := sender.party(recipient.tenant)
+	if party.Person != "" {
+		party.Address = sender.address
+	}
+	covers, err := st.rels.OrgCommits(recipient.tenant, party, recipient.personID, recipient.roles)
+	if err != nil {
+		return fmt.Errorf("policy: the organization's pre-approvals: %w", err)
+	}
+	msg.OrgCommits = covers
+	return nil
 }
 
 // trustClassOf maps the envelope's trust onto the entity model's agent
@@ -337,7 +370,9 @@ type rulesInvalidError struct{ err error }
 func (e *rulesInvalidError) Error() string { return e.err.Error() }
 
 // sets gathers every party's current compiled set (the shipped template
-// where a party never wrote one) and their versions.
+// where a party never wrote one) and their versions. An empty tenant is a
+// sender at another broker, whose sets are its broker's: only the
+// recipient's are gathered.
 func (st *state) sets(tenant, senderID string, recipient side) (decision.Sets, []string, error) {
 	var sets decision.Sets
 	var versions []string
@@ -353,11 +388,13 @@ func (st *state) sets(tenant, senderID string, recipient side) (decision.Sets, [
 		return c, nil
 	}
 	var err error
-	if sets.Sender, err = get(tenant, rules.PartySender, senderID); err != nil {
-		return sets, nil, err
-	}
-	if sets.SenderOrg, err = get(tenant, rules.PartySenderOrg, tenant); err != nil {
-		return sets, nil, err
+	if tenant != "" {
+		if sets.Sender, err = get(tenant, rules.PartySender, senderID); err != nil {
+			return sets, nil, err
+		}
+		if sets.SenderOrg, err = get(tenant, rules.PartySenderOrg, tenant); err != nil {
+			return sets, nil, err
+		}
 	}
 	if recipient.local() {
 		if sets.RecipientOrg, err = get(recipient.tenant, rules.PartyRecipientOrg, recipient.tenant); err != nil {

@@ -1,22 +1,22 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/alpd-project/alpd/internal/testkit"
+	"github.com/alpd-project/alpd/test/internal/alpdtest"
 )
 
-// webSession is a person signed in at the test IdP: their browser (a
-// cookie jar) and the session's CSRF token.
+// webSession is a person signed in at the test IdP (alpdtest.Session,
+// under the names these tests have always used) on a plain-http broker at
+// addr.
 type webSession struct {
+	*alpdtest.Session
 	addr, tenant string
 	client       *http.Client
 	csrf         string
@@ -26,80 +26,29 @@ type webSession struct {
 // signIn signs username in to tenant at the broker's test IdP.
 func signIn(t *testing.T, addr, tenant, username string) *webSession {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + addr + "/signin?tenant=" + tenant + "&login_hint=" + username + "&return=/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/healthz" {
-		t.Fatalf("sign-in of %s ended at %s with %d", username, resp.Request.URL, resp.StatusCode)
-	}
-	resp, err = c.Get("http://" + addr + "/signin/session")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sess struct {
-		CSRF     string `json:"csrf"`
-		PersonID string `json:"person_id"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&sess)
-	resp.Body.Close()
-	if err != nil || sess.CSRF == "" || sess.PersonID == "" {
-		t.Fatalf("session of %s: %v %+v", username, err, sess)
-	}
-	return &webSession{addr: addr, tenant: tenant, client: c, csrf: sess.CSRF, personID: sess.PersonID}
+	s := alpdtest.SignIn(t, &http.Client{Timeout: 10 * time.Second}, "http://"+addr, tenant, username)
+	return &webSession{Session: s, addr: addr, tenant: tenant, client: s.Client, csrf: s.CSRF, personID: s.PersonID}
 }
 
 // do sends a request of the signed-in person's browser (same origin, with
 // the CSRF token) and returns the status and the body.
 func (s *webSession) do(t *testing.T, method, path string, body []byte) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+s.addr+path, bytes.NewReader(body))
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Origin", "http://"+s.addr)
-	req.Header.Set("X-CSRF-Token", s.csrf)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, raw
+	return s.Do(t, method, path, body)
 }
 
 // pat mints the person a personal access token with scopes, and waits
 // until ingress knows it.
 func (s *webSession) pat(t *testing.T, scopes ...string) string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"name": "e2e", "scopes": scopes})
-	status, raw := s.do(t, http.MethodPost, "/v1/pats", body)
-	var minted struct {
-		Token string `json:"token"`
-	}
-	if status != http.StatusCreated || json.Unmarshal(raw, &minted) != nil || !strings.HasPrefix(minted.Token, "alppat_") {
-		t.Fatalf("PAT for %s: %d %s", s.personID, status, raw)
-	}
-	// Ingress learns of the PAT from identity's stream a moment later:
-	// wait until it knows the token (an unknown envelope is then 404, not
-	// 401), as an agent would retry its first request.
-	testkit.Eventually(t, 10*time.Second, func() error {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+s.addr+"/nlip/envelopes/00000000-0000-4000-8000-000000000000", nil)
-		req.Header.Set("Authorization", "Bearer "+minted.Token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusUnauthorized {
-			return fmt.Errorf("ingress does not know %s's PAT yet", s.personID)
-		}
-		return nil
-	})
-	return minted.Token
+	return s.patNamed(t, "e2e", scopes...)
+}
+
+// patNamed is pat for an agent of that name: the name is the one the
+// sender line gives the agent ("from your own agent muse …").
+func (s *webSession) patNamed(t *testing.T, name string, scopes ...string) string {
+	t.Helper()
+	return s.PAT(t, name, scopes...)
 }
 
 // signInAgent signs username in to the test tenant and mints their agent a

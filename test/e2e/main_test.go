@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -14,85 +13,33 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/alpd-project/alpd/internal/testkit"
+	"github.com/alpd-project/alpd/test/internal/alpdtest"
 )
 
 // Timeouts of the process life cycle.
 const (
-	buildTimeout = 5 * time.Minute
 	readyTimeout = 30 * time.Second
-	stopTimeout  = 20 * time.Second
+	stopTimeout  = alpdtest.StopTimeout
 )
 
-var (
-	binDir    string // created by TestMain, removed after the run
-	buildOnce sync.Once
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	dir, err := os.MkdirTemp("", "alpd-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(alpdtest.Main(m)) }
 
 // bins are the paths of the binaries built for the run.
 type bins struct {
 	alpd, alpctl, natsServer string
 }
 
-// binaries builds alpd, alpctl and nats-server once per package run and
-// returns their paths. It skips the test in -short mode.
+// binaries builds alpd, alpctl and nats-server once per package run
+// (alpdtest.Binaries) and returns their paths. It skips the test in -short
+// mode.
 func binaries(t *testing.T) bins {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode (builds alpd, alpctl and nats-server and runs them as processes)")
-	}
-	b := bins{
-		alpd:       filepath.Join(binDir, "alpd"),
-		alpctl:     filepath.Join(binDir, "alpctl"),
-		natsServer: filepath.Join(binDir, "nats-server"),
-	}
-	buildOnce.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			buildErr = fmt.Errorf("go tool not found in PATH: %w", err)
-			return
-		}
-		start := time.Now()
-		for _, x := range []struct{ out, pkg string }{
-			{b.alpd, "github.com/alpd-project/alpd/cmd/alpd"},
-			{b.alpctl, "github.com/alpd-project/alpd/cmd/alpctl"},
-			{b.natsServer, "github.com/nats-io/nats-server/v2"},
-		} {
-			ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-			cmd := exec.CommandContext(ctx, goTool, "build", "-o", x.out, x.pkg)
-			cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-			out, err := cmd.CombinedOutput()
-			cancel()
-			if err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", x.pkg, err, out)
-				return
-			}
-		}
-		fmt.Fprintf(os.Stderr, "e2e: built alpd, alpctl and nats-server in %s\n", time.Since(start).Round(time.Millisecond))
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return b
+	b := alpdtest.Binaries(t)
+	return bins{alpd: b.ALPD, alpctl: b.ALPCTL, natsServer: b.NATSServer}
 }
 
 // freeAddrs returns n distinct loopback host:port addresses that were free a
@@ -118,90 +65,40 @@ func freeAddrs(t *testing.T, n int) []string {
 
 func freeAddr(t *testing.T) string { return freeAddrs(t, 1)[0] }
 
-// proc is a started child process with its output captured.
+// proc is a started child process with its output captured
+// (alpdtest.Proc, under the names these tests have always used).
 type proc struct {
+	*alpdtest.Proc
 	name   string
 	cmd    *exec.Cmd
 	output *testkit.LockedBuffer // stdout and stderr
-	done   chan struct{}
 }
 
 // hermeticEnv is the test's environment without any ALPD_* or ALPCTL_*
 // variable, plus extra ("KEY=value").
-func hermeticEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ALPD_") && !strings.HasPrefix(kv, "ALPCTL_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
+func hermeticEnv(extra ...string) []string { return alpdtest.HermeticEnv(extra...) }
 
 // startProc starts bin with args and env. The process is always killed in
 // t.Cleanup if it is still running, and its output is logged when the test
 // failed.
 func startProc(t *testing.T, name, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), output: &testkit.LockedBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = env
-	p.cmd.Stdout = p.output
-	p.cmd.Stderr = p.output
-	p.cmd.WaitDelay = 5 * time.Second
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("---- output of %s (%s) ----\n%s---- end of %s ----", name, strings.Join(p.cmd.Args, " "), p.output.String(), name)
-		}
-	})
-	return p
+	p := alpdtest.Start(t, name, bin, env, args...)
+	return &proc{Proc: p, name: p.Name, cmd: p.Cmd, output: p.Output}
 }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *proc) exited() bool { return p.Exited() }
 
 // exitCode waits up to timeout for the process to end and returns its exit
 // code; ok is false if it is still running.
-func (p *proc) exitCode(timeout time.Duration) (code int, ok bool) {
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode(), true
-	case <-time.After(timeout):
-		return 0, false
-	}
-}
+func (p *proc) exitCode(timeout time.Duration) (code int, ok bool) { return p.ExitCode(timeout) }
 
 // stop sends SIGTERM and requires exit code 0 within stopTimeout. It
 // returns how long the process took to stop.
 func (p *proc) stop(t *testing.T) time.Duration {
 	t.Helper()
 	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !p.exited() {
-		t.Errorf("%s: SIGTERM: %v", p.name, err)
-	}
-	code, ok := p.exitCode(stopTimeout)
-	switch {
-	case !ok:
-		t.Errorf("%s: still running %s after SIGTERM", p.name, stopTimeout)
-	case code != 0:
-		t.Errorf("%s: exit code %d after SIGTERM, want 0 (%s)", p.name, code, p.cmd.ProcessState)
-	}
+	p.Stop(t)
 	return time.Since(start)
 }
 

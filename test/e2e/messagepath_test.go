@@ -251,16 +251,28 @@ func checkHops(t *testing.T, where string, h *nmpv1.NmpHeader, want []hopWant) {
 
 // ledgerGet is GET path on the broker with the agent's token, decoded into
 // v when it answers 200; it returns the status and the body.
+//
+// The ledger answers 503 checkpoint_pending (with Retry-After) for the
+// moment between an entry's append and its checkpoint's signature; like any
+// well-behaved client, ledgerGet waits that out, for at most 10 seconds.
 func ledgerGet(t *testing.T, addr, path, token string, v any) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+	var resp *http.Response
+	var body []byte
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		var err error
+		if resp, err = httpClient.Do(req); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || problemOf(body).Code != "checkpoint_pending" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(body, v); err != nil {
 			t.Fatalf("GET %s: %v in %s", path, err, body)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"html"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/alpd-project/alpd/test/internal/alpdtest"
 )
 
 // TestAgentOAuthFlow: a consumer agent registers itself, its person signs in
@@ -187,22 +188,7 @@ func getJSON(t *testing.T, u string, v any) {
 	}
 }
 
-func jwtClaims(t *testing.T, token string) map[string]any {
-	t.Helper()
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		t.Fatalf("access token is not a JWS")
-	}
-	b, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func jwtClaims(t *testing.T, token string) map[string]any { return alpdtest.JWTClaims(t, token) }
 
 func containsAud(aud any, want string) bool {
 	list, ok := aud.([]any)

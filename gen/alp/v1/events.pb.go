@@ -422,6 +422,205 @@ func (KeyState) EnumDescriptor() ([]byte, []int) {
 	return file_alp_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
+// OutboxKind is what an outbox item carries to a remote broker.
+type OutboxKind int32
+
+const (
+	OutboxKind_OUTBOX_KIND_UNSPECIFIED OutboxKind = 0
+	// An envelope the sender side cleared, for a recipient at another broker.
+	OutboxKind_OUTBOX_KIND_ENVELOPE OutboxKind = 1
+	// This side's signed receipt notice for an envelope another broker sent.
+	OutboxKind_OUTBOX_KIND_RECEIPT OutboxKind = 2
+	// A request to the remote broker to witness (cosign) a checkpoint of a
+	// person's log here, witness style (docs/federation.md, "Cosigning").
+	OutboxKind_OUTBOX_KIND_COSIGN OutboxKind = 3
+)
+
+// Enum value maps for OutboxKind.
+var (
+	OutboxKind_name = map[int32]string{
+		0: "OUTBOX_KIND_UNSPECIFIED",
+		1: "OUTBOX_KIND_ENVELOPE",
+		2: "OUTBOX_KIND_RECEIPT",
+		3: "OUTBOX_KIND_COSIGN",
+	}
+	OutboxKind_value = map[string]int32{
+		"OUTBOX_KIND_UNSPECIFIED": 0,
+		"OUTBOX_KIND_ENVELOPE":    1,
+		"OUTBOX_KIND_RECEIPT":     2,
+		"OUTBOX_KIND_COSIGN":      3,
+	}
+)
+
+func (x OutboxKind) Enum() *OutboxKind {
+	p := new(OutboxKind)
+	*p = x
+	return p
+}
+
+func (x OutboxKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OutboxKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_alp_v1_events_proto_enumTypes[7].Descriptor()
+}
+
+func (OutboxKind) Type() protoreflect.EnumType {
+	return &file_alp_v1_events_proto_enumTypes[7]
+}
+
+func (x OutboxKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OutboxKind.Descriptor instead.
+func (OutboxKind) EnumDescriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{7}
+}
+
+// DeliveryState is where an envelope sent to another broker stands.
+type DeliveryState int32
+
+const (
+	DeliveryState_DELIVERY_STATE_UNSPECIFIED DeliveryState = 0
+	// Queued, not yet taken by the remote broker.
+	DeliveryState_DELIVERY_STATE_QUEUED DeliveryState = 1
+	// The remote broker accepted it (signed Accepted); its side decides.
+	DeliveryState_DELIVERY_STATE_SENT DeliveryState = 2
+	// The remote side's receipt: everything delivered, part of it, held for
+	// the recipient, or refused by the recipient's rules.
+	DeliveryState_DELIVERY_STATE_DELIVERED DeliveryState = 3
+	DeliveryState_DELIVERY_STATE_PARTIAL   DeliveryState = 4
+	DeliveryState_DELIVERY_STATE_HELD      DeliveryState = 5
+	DeliveryState_DELIVERY_STATE_REFUSED   DeliveryState = 6
+	// The remote broker refused it, or it could not be sent before
+	// federation.outbox_max_age.
+	DeliveryState_DELIVERY_STATE_FAILED DeliveryState = 7
+)
+
+// Enum value maps for DeliveryState.
+var (
+	DeliveryState_name = map[int32]string{
+		0: "DELIVERY_STATE_UNSPECIFIED",
+		1: "DELIVERY_STATE_QUEUED",
+		2: "DELIVERY_STATE_SENT",
+		3: "DELIVERY_STATE_DELIVERED",
+		4: "DELIVERY_STATE_PARTIAL",
+		5: "DELIVERY_STATE_HELD",
+		6: "DELIVERY_STATE_REFUSED",
+		7: "DELIVERY_STATE_FAILED",
+	}
+	DeliveryState_value = map[string]int32{
+		"DELIVERY_STATE_UNSPECIFIED": 0,
+		"DELIVERY_STATE_QUEUED":      1,
+		"DELIVERY_STATE_SENT":        2,
+		"DELIVERY_STATE_DELIVERED":   3,
+		"DELIVERY_STATE_PARTIAL":     4,
+		"DELIVERY_STATE_HELD":        5,
+		"DELIVERY_STATE_REFUSED":     6,
+		"DELIVERY_STATE_FAILED":      7,
+	}
+)
+
+func (x DeliveryState) Enum() *DeliveryState {
+	p := new(DeliveryState)
+	*p = x
+	return p
+}
+
+func (x DeliveryState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DeliveryState) Descriptor() protoreflect.EnumDescriptor {
+	return file_alp_v1_events_proto_enumTypes[8].Descriptor()
+}
+
+func (DeliveryState) Type() protoreflect.EnumType {
+	return &file_alp_v1_events_proto_enumTypes[8]
+}
+
+func (x DeliveryState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DeliveryState.Descriptor instead.
+func (DeliveryState) EnumDescriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{8}
+}
+
+// ApprovalState is where an item stands. Every state but pending is
+// terminal.
+type ApprovalState int32
+
+const (
+	ApprovalState_APPROVAL_STATE_UNSPECIFIED     ApprovalState = 0
+	ApprovalState_APPROVAL_STATE_PENDING         ApprovalState = 1
+	ApprovalState_APPROVAL_STATE_APPROVED_ONCE   ApprovalState = 2
+	ApprovalState_APPROVAL_STATE_APPROVED_ALWAYS ApprovalState = 3
+	ApprovalState_APPROVAL_STATE_DENIED          ApprovalState = 4
+	// Not decided in time: as denied.
+	ApprovalState_APPROVAL_STATE_EXPIRED ApprovalState = 5
+	// A later request from the same sender for the same thing (same type and
+	// in_reply_to) replaced it: decide the new one.
+	ApprovalState_APPROVAL_STATE_SUPERSEDED ApprovalState = 6
+	// Nothing left to decide: the envelope's held part went away (the sender
+	// or the recipient was erased, or the connection was answered elsewhere).
+	ApprovalState_APPROVAL_STATE_CANCELLED ApprovalState = 7
+)
+
+// Enum value maps for ApprovalState.
+var (
+	ApprovalState_name = map[int32]string{
+		0: "APPROVAL_STATE_UNSPECIFIED",
+		1: "APPROVAL_STATE_PENDING",
+		2: "APPROVAL_STATE_APPROVED_ONCE",
+		3: "APPROVAL_STATE_APPROVED_ALWAYS",
+		4: "APPROVAL_STATE_DENIED",
+		5: "APPROVAL_STATE_EXPIRED",
+		6: "APPROVAL_STATE_SUPERSEDED",
+		7: "APPROVAL_STATE_CANCELLED",
+	}
+	ApprovalState_value = map[string]int32{
+		"APPROVAL_STATE_UNSPECIFIED":     0,
+		"APPROVAL_STATE_PENDING":         1,
+		"APPROVAL_STATE_APPROVED_ONCE":   2,
+		"APPROVAL_STATE_APPROVED_ALWAYS": 3,
+		"APPROVAL_STATE_DENIED":          4,
+		"APPROVAL_STATE_EXPIRED":         5,
+		"APPROVAL_STATE_SUPERSEDED":      6,
+		"APPROVAL_STATE_CANCELLED":       7,
+	}
+)
+
+func (x ApprovalState) Enum() *ApprovalState {
+	p := new(ApprovalState)
+	*p = x
+	return p
+}
+
+func (x ApprovalState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalState) Descriptor() protoreflect.EnumDescriptor {
+	return file_alp_v1_events_proto_enumTypes[9].Descriptor()
+}
+
+func (ApprovalState) Type() protoreflect.EnumType {
+	return &file_alp_v1_events_proto_enumTypes[9]
+}
+
+func (x ApprovalState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalState.Descriptor instead.
+func (ApprovalState) EnumDescriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{9}
+}
+
 type Actor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kind  ActorKind              `protobuf:"varint,1,opt,name=kind,enum=alp.v1.ActorKind" json:"kind,omitempty"`
@@ -627,6 +826,16 @@ type Event struct {
 	//	*Event_MessageTypeRegistered
 	//	*Event_RuleSetVersionStored
 	//	*Event_Deliverable
+	//	*Event_InboxAcked
+	//	*Event_OutboxItem
+	//	*Event_InboundVerified
+	//	*Event_InboundRefused
+	//	*Event_OutboundStatus
+	//	*Event_ApprovalRequested
+	//	*Event_ApprovalDecided
+	//	*Event_StandingRuleCreated
+	//	*Event_StandingRuleRevoked
+	//	*Event_NotificationAttempted
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -946,6 +1155,96 @@ func (x *Event) GetDeliverable() *Deliverable {
 	return nil
 }
 
+func (x *Event) GetInboxAcked() *InboxAcked {
+	if x != nil {
+		if x, ok := x.Body.(*Event_InboxAcked); ok {
+			return x.InboxAcked
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetOutboxItem() *OutboxItem {
+	if x != nil {
+		if x, ok := x.Body.(*Event_OutboxItem); ok {
+			return x.OutboxItem
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetInboundVerified() *InboundVerified {
+	if x != nil {
+		if x, ok := x.Body.(*Event_InboundVerified); ok {
+			return x.InboundVerified
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetInboundRefused() *InboundRefused {
+	if x != nil {
+		if x, ok := x.Body.(*Event_InboundRefused); ok {
+			return x.InboundRefused
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetOutboundStatus() *OutboundStatus {
+	if x != nil {
+		if x, ok := x.Body.(*Event_OutboundStatus); ok {
+			return x.OutboundStatus
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetApprovalRequested() *ApprovalRequested {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ApprovalRequested); ok {
+			return x.ApprovalRequested
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetApprovalDecided() *ApprovalDecided {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ApprovalDecided); ok {
+			return x.ApprovalDecided
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetStandingRuleCreated() *StandingRuleCreated {
+	if x != nil {
+		if x, ok := x.Body.(*Event_StandingRuleCreated); ok {
+			return x.StandingRuleCreated
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetStandingRuleRevoked() *StandingRuleRevoked {
+	if x != nil {
+		if x, ok := x.Body.(*Event_StandingRuleRevoked); ok {
+			return x.StandingRuleRevoked
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetNotificationAttempted() *NotificationAttempted {
+	if x != nil {
+		if x, ok := x.Body.(*Event_NotificationAttempted); ok {
+			return x.NotificationAttempted
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -1078,6 +1377,51 @@ type Event_Deliverable struct {
 	Deliverable *Deliverable `protobuf:"bytes,71,opt,name=deliverable,oneof"`
 }
 
+type Event_InboxAcked struct {
+	// Ingress: a recipient's agent acknowledged an inbox item.
+	InboxAcked *InboxAcked `protobuf:"bytes,72,opt,name=inbox_acked,json=inboxAcked,oneof"`
+}
+
+type Event_OutboxItem struct {
+	// Federation (below): the outbox, the receiver's verdicts on what other
+	// brokers send, and the sender's delivery status.
+	OutboxItem *OutboxItem `protobuf:"bytes,76,opt,name=outbox_item,json=outboxItem,oneof"`
+}
+
+type Event_InboundVerified struct {
+	InboundVerified *InboundVerified `protobuf:"bytes,77,opt,name=inbound_verified,json=inboundVerified,oneof"`
+}
+
+type Event_InboundRefused struct {
+	InboundRefused *InboundRefused `protobuf:"bytes,78,opt,name=inbound_refused,json=inboundRefused,oneof"`
+}
+
+type Event_OutboundStatus struct {
+	OutboundStatus *OutboundStatus `protobuf:"bytes,79,opt,name=outbound_status,json=outboundStatus,oneof"`
+}
+
+type Event_ApprovalRequested struct {
+	// Approvals (below): what waits for a person, their decisions, their
+	// standing rules and the notifications sent.
+	ApprovalRequested *ApprovalRequested `protobuf:"bytes,80,opt,name=approval_requested,json=approvalRequested,oneof"`
+}
+
+type Event_ApprovalDecided struct {
+	ApprovalDecided *ApprovalDecided `protobuf:"bytes,81,opt,name=approval_decided,json=approvalDecided,oneof"`
+}
+
+type Event_StandingRuleCreated struct {
+	StandingRuleCreated *StandingRuleCreated `protobuf:"bytes,82,opt,name=standing_rule_created,json=standingRuleCreated,oneof"`
+}
+
+type Event_StandingRuleRevoked struct {
+	StandingRuleRevoked *StandingRuleRevoked `protobuf:"bytes,83,opt,name=standing_rule_revoked,json=standingRuleRevoked,oneof"`
+}
+
+type Event_NotificationAttempted struct {
+	NotificationAttempted *NotificationAttempted `protobuf:"bytes,84,opt,name=notification_attempted,json=notificationAttempted,oneof"`
+}
+
 func (*Event_SendRequested) isEvent_Body() {}
 
 func (*Event_Decided) isEvent_Body() {}
@@ -1137,6 +1481,26 @@ func (*Event_MessageTypeRegistered) isEvent_Body() {}
 func (*Event_RuleSetVersionStored) isEvent_Body() {}
 
 func (*Event_Deliverable) isEvent_Body() {}
+
+func (*Event_InboxAcked) isEvent_Body() {}
+
+func (*Event_OutboxItem) isEvent_Body() {}
+
+func (*Event_InboundVerified) isEvent_Body() {}
+
+func (*Event_InboundRefused) isEvent_Body() {}
+
+func (*Event_OutboundStatus) isEvent_Body() {}
+
+func (*Event_ApprovalRequested) isEvent_Body() {}
+
+func (*Event_ApprovalDecided) isEvent_Body() {}
+
+func (*Event_StandingRuleCreated) isEvent_Body() {}
+
+func (*Event_StandingRuleRevoked) isEvent_Body() {}
+
+func (*Event_NotificationAttempted) isEvent_Body() {}
 
 // SendRequested: an agent asked its broker to send a typed message.
 type SendRequested struct {
@@ -1680,8 +2044,30 @@ type Deliverable struct {
 	UntrustedText  bool     `protobuf:"varint,8,opt,name=untrusted_text,json=untrustedText" json:"untrusted_text,omitempty"`
 	SenderPersonId string   `protobuf:"bytes,9,opt,name=sender_person_id,json=senderPersonId" json:"sender_person_id,omitempty"`
 	RuleVersions   []string `protobuf:"bytes,10,rep,name=rule_versions,json=ruleVersions" json:"rule_versions,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// For an envelope from another broker (sender_person_id empty): the
+	// broker that signed it, which discovery named the sender domain's home
+	// broker. Empty for a sender on this broker.
+	OriginBroker string `protobuf:"bytes,11,opt,name=origin_broker,json=originBroker" json:"origin_broker,omitempty"`
+	// For an envelope from another broker: the sender's ledger origin, to
+	// which this side's receipt is given (empty when the sender gave none).
+	SenderLog string `protobuf:"bytes,12,opt,name=sender_log,json=senderLog" json:"sender_log,omitempty"`
+	// For an envelope from another broker: the commitment of the sender's
+	// ledger entry, as the signed wire envelope gives it (alp-wire/v1
+	// sender_commitment); the recipient's envelope.received carries it. Empty
+	// when the envelope gave none.
+	SenderCommitment string `protobuf:"bytes,13,opt,name=sender_commitment,json=senderCommitment" json:"sender_commitment,omitempty"`
+	// For an envelope from another broker: the sending agent's class as its
+	// broker signed it ("company" or "consumer"; anything else was taken as
+	// consumer), for the sender line. Empty for a sender on this broker,
+	// whose agent identity here describes.
+	SenderAgentClass string `protobuf:"bytes,14,opt,name=sender_agent_class,json=senderAgentClass" json:"sender_agent_class,omitempty"`
+	// For an envelope from another broker: the origin broker's signature of
+	// the exact envelope bytes and their digest (InboundVerified's), which the
+	// recipient's envelope.received keeps.
+	OriginSignature string `protobuf:"bytes,15,opt,name=origin_signature,json=originSignature" json:"origin_signature,omitempty"`
+	WireSha256      string `protobuf:"bytes,16,opt,name=wire_sha256,json=wireSha256" json:"wire_sha256,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Deliverable) Reset() {
@@ -1784,6 +2170,141 @@ func (x *Deliverable) GetRuleVersions() []string {
 	return nil
 }
 
+func (x *Deliverable) GetOriginBroker() string {
+	if x != nil {
+		return x.OriginBroker
+	}
+	return ""
+}
+
+func (x *Deliverable) GetSenderLog() string {
+	if x != nil {
+		return x.SenderLog
+	}
+	return ""
+}
+
+func (x *Deliverable) GetSenderCommitment() string {
+	if x != nil {
+		return x.SenderCommitment
+	}
+	return ""
+}
+
+func (x *Deliverable) GetSenderAgentClass() string {
+	if x != nil {
+		return x.SenderAgentClass
+	}
+	return ""
+}
+
+func (x *Deliverable) GetOriginSignature() string {
+	if x != nil {
+		return x.OriginSignature
+	}
+	return ""
+}
+
+func (x *Deliverable) GetWireSha256() string {
+	if x != nil {
+		return x.WireSha256
+	}
+	return ""
+}
+
+// InboxAcked: one of the recipient's agents acknowledged an inbox item
+// (ingress), on alp.inbox.<tenant>.<person>.ack.<agent token>.<envelope>: the
+// item was delivered to that agent, in the view of its trust class, and is
+// never offered to it again. One event per agent and item (the subject is
+// written once), so the ledger records each delivery once.
+type InboxAcked struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	RecipientPersonId string                 `protobuf:"bytes,1,opt,name=recipient_person_id,json=recipientPersonId" json:"recipient_person_id,omitempty"`
+	// The envelope the item carries (the item's id).
+	EnvelopeId string `protobuf:"bytes,2,opt,name=envelope_id,json=envelopeId" json:"envelope_id,omitempty"`
+	// The opaque id of the agent that acknowledged it.
+	AgentId    string     `protobuf:"bytes,3,opt,name=agent_id,json=agentId" json:"agent_id,omitempty"`
+	AgentClass TrustClass `protobuf:"varint,4,opt,name=agent_class,json=agentClass,enum=alp.v1.TrustClass" json:"agent_class,omitempty"`
+	// Pointers of the fields policy let through but the agent's view left
+	// out, and the held items it was told about (their ids).
+	Withheld      []string `protobuf:"bytes,5,rep,name=withheld" json:"withheld,omitempty"`
+	Held          []string `protobuf:"bytes,6,rep,name=held" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InboxAcked) Reset() {
+	*x = InboxAcked{}
+	mi := &file_alp_v1_events_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboxAcked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboxAcked) ProtoMessage() {}
+
+func (x *InboxAcked) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboxAcked.ProtoReflect.Descriptor instead.
+func (*InboxAcked) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *InboxAcked) GetRecipientPersonId() string {
+	if x != nil {
+		return x.RecipientPersonId
+	}
+	return ""
+}
+
+func (x *InboxAcked) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+func (x *InboxAcked) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *InboxAcked) GetAgentClass() TrustClass {
+	if x != nil {
+		return x.AgentClass
+	}
+	return TrustClass_TRUST_CLASS_UNSPECIFIED
+}
+
+func (x *InboxAcked) GetWithheld() []string {
+	if x != nil {
+		return x.Withheld
+	}
+	return nil
+}
+
+func (x *InboxAcked) GetHeld() []string {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
 // KeyLifecycle: a broker key changed state. It carries the public key only
 // (empty for symmetric purposes); private key material never goes on the bus.
 type KeyLifecycle struct {
@@ -1803,7 +2324,7 @@ type KeyLifecycle struct {
 
 func (x *KeyLifecycle) Reset() {
 	*x = KeyLifecycle{}
-	mi := &file_alp_v1_events_proto_msgTypes[10]
+	mi := &file_alp_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +2336,7 @@ func (x *KeyLifecycle) String() string {
 func (*KeyLifecycle) ProtoMessage() {}
 
 func (x *KeyLifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_v1_events_proto_msgTypes[10]
+	mi := &file_alp_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2349,7 @@ func (x *KeyLifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyLifecycle.ProtoReflect.Descriptor instead.
 func (*KeyLifecycle) Descriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KeyLifecycle) GetTenant() string {
@@ -1899,7 +2420,7 @@ type DataKeyDestroyed struct {
 
 func (x *DataKeyDestroyed) Reset() {
 	*x = DataKeyDestroyed{}
-	mi := &file_alp_v1_events_proto_msgTypes[11]
+	mi := &file_alp_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2432,7 @@ func (x *DataKeyDestroyed) String() string {
 func (*DataKeyDestroyed) ProtoMessage() {}
 
 func (x *DataKeyDestroyed) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_v1_events_proto_msgTypes[11]
+	mi := &file_alp_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2445,7 @@ func (x *DataKeyDestroyed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataKeyDestroyed.ProtoReflect.Descriptor instead.
 func (*DataKeyDestroyed) Descriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DataKeyDestroyed) GetTenant() string {
@@ -1955,7 +2476,7 @@ type SealedSecretCreated struct {
 
 func (x *SealedSecretCreated) Reset() {
 	*x = SealedSecretCreated{}
-	mi := &file_alp_v1_events_proto_msgTypes[12]
+	mi := &file_alp_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2488,7 @@ func (x *SealedSecretCreated) String() string {
 func (*SealedSecretCreated) ProtoMessage() {}
 
 func (x *SealedSecretCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_v1_events_proto_msgTypes[12]
+	mi := &file_alp_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2501,7 @@ func (x *SealedSecretCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedSecretCreated.ProtoReflect.Descriptor instead.
 func (*SealedSecretCreated) Descriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SealedSecretCreated) GetTenant() string {
@@ -2025,7 +2546,7 @@ type IdpTokenStored struct {
 
 func (x *IdpTokenStored) Reset() {
 	*x = IdpTokenStored{}
-	mi := &file_alp_v1_events_proto_msgTypes[13]
+	mi := &file_alp_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2558,7 @@ func (x *IdpTokenStored) String() string {
 func (*IdpTokenStored) ProtoMessage() {}
 
 func (x *IdpTokenStored) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_v1_events_proto_msgTypes[13]
+	mi := &file_alp_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2571,7 @@ func (x *IdpTokenStored) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdpTokenStored.ProtoReflect.Descriptor instead.
 func (*IdpTokenStored) Descriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IdpTokenStored) GetTenant() string {
@@ -2095,7 +2616,7 @@ type LedgerEntryAppended struct {
 
 func (x *LedgerEntryAppended) Reset() {
 	*x = LedgerEntryAppended{}
-	mi := &file_alp_v1_events_proto_msgTypes[14]
+	mi := &file_alp_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2628,7 @@ func (x *LedgerEntryAppended) String() string {
 func (*LedgerEntryAppended) ProtoMessage() {}
 
 func (x *LedgerEntryAppended) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_v1_events_proto_msgTypes[14]
+	mi := &file_alp_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2641,7 @@ func (x *LedgerEntryAppended) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerEntryAppended.ProtoReflect.Descriptor instead.
 func (*LedgerEntryAppended) Descriptor() ([]byte, []int) {
-	return file_alp_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LedgerEntryAppended) GetLeaf() []byte {
@@ -2151,6 +2672,1250 @@ func (x *LedgerEntryAppended) GetSealedOpening() []byte {
 	return nil
 }
 
+// OutboxItem: work for federation's senders, on the OUTBOX work queue
+// alp.outbox.<tenant>.<remote domain token>.<kind>.<envelope>. It is
+// removed once the remote broker took it (or it failed for good).
+type OutboxItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  OutboxKind             `protobuf:"varint,1,opt,name=kind,enum=alp.v1.OutboxKind" json:"kind,omitempty"`
+	// ENVELOPE: the envelope as the sender side cleared it, its body sealed
+	// with the sender's data key (what crosses, withheld fields removed).
+	Envelope       *Envelope `protobuf:"bytes,2,opt,name=envelope" json:"envelope,omitempty"`
+	SenderPersonId string    `protobuf:"bytes,3,opt,name=sender_person_id,json=senderPersonId" json:"sender_person_id,omitempty"`
+	// The remote domain (ENVELOPE: the recipient's; RECEIPT: the sender's;
+	// COSIGN: the witness).
+	RemoteDomain string `protobuf:"bytes,4,opt,name=remote_domain,json=remoteDomain" json:"remote_domain,omitempty"`
+	// RECEIPT: the signed ReceiptNotice bytes (alp-wire/v1), sent verbatim,
+	// and the broker they go to (the envelope's origin, as verified).
+	Notice       []byte `protobuf:"bytes,5,opt,name=notice" json:"notice,omitempty"`
+	RemoteBroker string `protobuf:"bytes,6,opt,name=remote_broker,json=remoteBroker" json:"remote_broker,omitempty"`
+	// When the item was queued: after federation.outbox_max_age the sender
+	// is told it failed.
+	Queued *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=queued" json:"queued,omitempty"`
+	// ENVELOPE: the body members the sender side withheld.
+	Withheld []string `protobuf:"bytes,8,rep,name=withheld" json:"withheld,omitempty"`
+	// COSIGN: the person whose log is cosigned (remote_domain, the
+	// counterparty's domain, is the witness), and the size the checkpoint must
+	// cover (the entries of the exchange that queued it).
+	LogPersonId   string `protobuf:"bytes,9,opt,name=log_person_id,json=logPersonId" json:"log_person_id,omitempty"`
+	MinSize       uint64 `protobuf:"varint,10,opt,name=min_size,json=minSize" json:"min_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxItem) Reset() {
+	*x = OutboxItem{}
+	mi := &file_alp_v1_events_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxItem) ProtoMessage() {}
+
+func (x *OutboxItem) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxItem.ProtoReflect.Descriptor instead.
+func (*OutboxItem) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *OutboxItem) GetKind() OutboxKind {
+	if x != nil {
+		return x.Kind
+	}
+	return OutboxKind_OUTBOX_KIND_UNSPECIFIED
+}
+
+func (x *OutboxItem) GetEnvelope() *Envelope {
+	if x != nil {
+		return x.Envelope
+	}
+	return nil
+}
+
+func (x *OutboxItem) GetSenderPersonId() string {
+	if x != nil {
+		return x.SenderPersonId
+	}
+	return ""
+}
+
+func (x *OutboxItem) GetRemoteDomain() string {
+	if x != nil {
+		return x.RemoteDomain
+	}
+	return ""
+}
+
+func (x *OutboxItem) GetNotice() []byte {
+	if x != nil {
+		return x.Notice
+	}
+	return nil
+}
+
+func (x *OutboxItem) GetRemoteBroker() string {
+	if x != nil {
+		return x.RemoteBroker
+	}
+	return ""
+}
+
+func (x *OutboxItem) GetQueued() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Queued
+	}
+	return nil
+}
+
+func (x *OutboxItem) GetWithheld() []string {
+	if x != nil {
+		return x.Withheld
+	}
+	return nil
+}
+
+func (x *OutboxItem) GetLogPersonId() string {
+	if x != nil {
+		return x.LogPersonId
+	}
+	return ""
+}
+
+func (x *OutboxItem) GetMinSize() uint64 {
+	if x != nil {
+		return x.MinSize
+	}
+	return 0
+}
+
+// InboundVerified: an envelope from another broker that passed every check
+// of the receiver (docs/federation.md), on
+// alp.inbound.<tenant>.<recipient person>.verified.<envelope>. The subject is
+// written once: the receiver's dedupe by envelope id, beyond any window.
+type InboundVerified struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The envelope as this broker reads it: from and to as signed, trust set
+	// by federation (verified for a connected sender, untrusted for a
+	// stranger's connection request), the body sealed with the recipient's
+	// data key.
+	Envelope          *Envelope `protobuf:"bytes,1,opt,name=envelope" json:"envelope,omitempty"`
+	RecipientPersonId string    `protobuf:"bytes,2,opt,name=recipient_person_id,json=recipientPersonId" json:"recipient_person_id,omitempty"`
+	// The signer: the sender domain's home broker, and its key.
+	OriginBroker string `protobuf:"bytes,3,opt,name=origin_broker,json=originBroker" json:"origin_broker,omitempty"`
+	KeyId        string `protobuf:"bytes,4,opt,name=key_id,json=keyId" json:"key_id,omitempty"`
+	// The exact bytes received (the signed alp-wire/v1 envelope), sealed with
+	// the recipient's data key: they hold the body.
+	Wire *SealedBody `protobuf:"bytes,5,opt,name=wire" json:"wire,omitempty"`
+	// What the sender's broker says of the sending agent, under its signature.
+	AgentClass string `protobuf:"bytes,6,opt,name=agent_class,json=agentClass" json:"agent_class,omitempty"`
+	SenderLog  string `protobuf:"bytes,7,opt,name=sender_log,json=senderLog" json:"sender_log,omitempty"`
+	// The commitment of the sender's ledger entry (alp-wire/v1
+	// sender_commitment), which policy passes on to the Deliverable.
+	SenderCommitment string `protobuf:"bytes,8,opt,name=sender_commitment,json=senderCommitment" json:"sender_commitment,omitempty"`
+	// The body members the sender side withheld (alp-wire/v1 withheld): the
+	// recipient side excuses them from the type's "required".
+	Withheld []string `protobuf:"bytes,9,rep,name=withheld" json:"withheld,omitempty"`
+	// The origin broker's signature of the exact bytes ("<broker> <key id>
+	// <signature>") and their SHA-256 (base64url), which the recipient's
+	// ledger keeps: the receiver holds the sender's signature on its own log.
+	OriginSignature string `protobuf:"bytes,10,opt,name=origin_signature,json=originSignature" json:"origin_signature,omitempty"`
+	WireSha256      string `protobuf:"bytes,11,opt,name=wire_sha256,json=wireSha256" json:"wire_sha256,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *InboundVerified) Reset() {
+	*x = InboundVerified{}
+	mi := &file_alp_v1_events_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboundVerified) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboundVerified) ProtoMessage() {}
+
+func (x *InboundVerified) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboundVerified.ProtoReflect.Descriptor instead.
+func (*InboundVerified) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *InboundVerified) GetEnvelope() *Envelope {
+	if x != nil {
+		return x.Envelope
+	}
+	return nil
+}
+
+func (x *InboundVerified) GetRecipientPersonId() string {
+	if x != nil {
+		return x.RecipientPersonId
+	}
+	return ""
+}
+
+func (x *InboundVerified) GetOriginBroker() string {
+	if x != nil {
+		return x.OriginBroker
+	}
+	return ""
+}
+
+func (x *InboundVerified) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *InboundVerified) GetWire() *SealedBody {
+	if x != nil {
+		return x.Wire
+	}
+	return nil
+}
+
+func (x *InboundVerified) GetAgentClass() string {
+	if x != nil {
+		return x.AgentClass
+	}
+	return ""
+}
+
+func (x *InboundVerified) GetSenderLog() string {
+	if x != nil {
+		return x.SenderLog
+	}
+	return ""
+}
+
+func (x *InboundVerified) GetSenderCommitment() string {
+	if x != nil {
+		return x.SenderCommitment
+	}
+	return ""
+}
+
+func (x *InboundVerified) GetWithheld() []string {
+	if x != nil {
+		return x.Withheld
+	}
+	return nil
+}
+
+func (x *InboundVerified) GetOriginSignature() string {
+	if x != nil {
+		return x.OriginSignature
+	}
+	return ""
+}
+
+func (x *InboundVerified) GetWireSha256() string {
+	if x != nil {
+		return x.WireSha256
+	}
+	return ""
+}
+
+// InboundRefused: a request from another broker that failed one of the
+// receiver's checks, on alp.inbound.<tenant>.refused.<request digest> for a
+// destination hosted here (a refusal for any other destination is logged
+// and counted only: no tenant of this broker owns it). Nothing of it was
+// delivered.
+type InboundRefused struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stable code of the failed check and its message.
+	Code    string `protobuf:"bytes,1,opt,name=code" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message" json:"message,omitempty"`
+	// What the request claimed (unverified, for the operator).
+	Origin     string `protobuf:"bytes,3,opt,name=origin" json:"origin,omitempty"`
+	EnvelopeId string `protobuf:"bytes,4,opt,name=envelope_id,json=envelopeId" json:"envelope_id,omitempty"`
+	From       string `protobuf:"bytes,5,opt,name=from" json:"from,omitempty"`
+	To         string `protobuf:"bytes,6,opt,name=to" json:"to,omitempty"`
+	Type       string `protobuf:"bytes,7,opt,name=type" json:"type,omitempty"`
+	// SHA-256 of the request body.
+	BodySha256    []byte `protobuf:"bytes,8,opt,name=body_sha256,json=bodySha256" json:"body_sha256,omitempty"`
+	RemoteAddress string `protobuf:"bytes,9,opt,name=remote_address,json=remoteAddress" json:"remote_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InboundRefused) Reset() {
+	*x = InboundRefused{}
+	mi := &file_alp_v1_events_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboundRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboundRefused) ProtoMessage() {}
+
+func (x *InboundRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboundRefused.ProtoReflect.Descriptor instead.
+func (*InboundRefused) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *InboundRefused) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *InboundRefused) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *InboundRefused) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *InboundRefused) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+func (x *InboundRefused) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *InboundRefused) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *InboundRefused) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *InboundRefused) GetBodySha256() []byte {
+	if x != nil {
+		return x.BodySha256
+	}
+	return nil
+}
+
+func (x *InboundRefused) GetRemoteAddress() string {
+	if x != nil {
+		return x.RemoteAddress
+	}
+	return ""
+}
+
+// OutboundStatus: the delivery status of an envelope sent to another
+// broker, on alp.inbound.<tenant>.<sender person>.status.<envelope> (the
+// latest is the current one). The sender's agent reads it; the sender's
+// ledger records the remote side's receipt and a failure.
+type OutboundStatus struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	EnvelopeId     string                 `protobuf:"bytes,1,opt,name=envelope_id,json=envelopeId" json:"envelope_id,omitempty"`
+	SenderPersonId string                 `protobuf:"bytes,2,opt,name=sender_person_id,json=senderPersonId" json:"sender_person_id,omitempty"`
+	State          DeliveryState          `protobuf:"varint,3,opt,name=state,enum=alp.v1.DeliveryState" json:"state,omitempty"`
+	RemoteBroker   string                 `protobuf:"bytes,4,opt,name=remote_broker,json=remoteBroker" json:"remote_broker,omitempty"`
+	// FAILED: the reason (the remote's code, or outbox_expired).
+	Code    string `protobuf:"bytes,5,opt,name=code" json:"code,omitempty"`
+	Message string `protobuf:"bytes,6,opt,name=message" json:"message,omitempty"`
+	// The remote's signed answers, verbatim: Accepted (SENT and after) and the
+	// ReceiptNotice (DELIVERED, PARTIAL, HELD, REFUSED).
+	Accepted      []byte `protobuf:"bytes,7,opt,name=accepted" json:"accepted,omitempty"`
+	ReceiptNotice []byte `protobuf:"bytes,8,opt,name=receipt_notice,json=receiptNotice" json:"receipt_notice,omitempty"`
+	// From the receipt: the pointers withheld and held by the recipient side.
+	Withheld []string `protobuf:"bytes,9,rep,name=withheld" json:"withheld,omitempty"`
+	Held     []string `protobuf:"bytes,10,rep,name=held" json:"held,omitempty"`
+	// The remote side's ledger receipt (alp-receipt/v1 JSON), checked with the
+	// remote's published ledger keys.
+	Receipt       []byte `protobuf:"bytes,11,opt,name=receipt" json:"receipt,omitempty"`
+	Attempts      uint32 `protobuf:"varint,12,opt,name=attempts" json:"attempts,omitempty"`
+	To            string `protobuf:"bytes,13,opt,name=to" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboundStatus) Reset() {
+	*x = OutboundStatus{}
+	mi := &file_alp_v1_events_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboundStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboundStatus) ProtoMessage() {}
+
+func (x *OutboundStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboundStatus.ProtoReflect.Descriptor instead.
+func (*OutboundStatus) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *OutboundStatus) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+func (x *OutboundStatus) GetSenderPersonId() string {
+	if x != nil {
+		return x.SenderPersonId
+	}
+	return ""
+}
+
+func (x *OutboundStatus) GetState() DeliveryState {
+	if x != nil {
+		return x.State
+	}
+	return DeliveryState_DELIVERY_STATE_UNSPECIFIED
+}
+
+func (x *OutboundStatus) GetRemoteBroker() string {
+	if x != nil {
+		return x.RemoteBroker
+	}
+	return ""
+}
+
+func (x *OutboundStatus) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *OutboundStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *OutboundStatus) GetAccepted() []byte {
+	if x != nil {
+		return x.Accepted
+	}
+	return nil
+}
+
+func (x *OutboundStatus) GetReceiptNotice() []byte {
+	if x != nil {
+		return x.ReceiptNotice
+	}
+	return nil
+}
+
+func (x *OutboundStatus) GetWithheld() []string {
+	if x != nil {
+		return x.Withheld
+	}
+	return nil
+}
+
+func (x *OutboundStatus) GetHeld() []string {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *OutboundStatus) GetReceipt() []byte {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
+func (x *OutboundStatus) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *OutboundStatus) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+// DisclosedField is one field an approval would disclose, with its class.
+type DisclosedField struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Pointer string                 `protobuf:"bytes,1,opt,name=pointer" json:"pointer,omitempty"`
+	// x-alp-class: "public", "internal" or "confidential".
+	Class         string `protobuf:"bytes,2,opt,name=class" json:"class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisclosedField) Reset() {
+	*x = DisclosedField{}
+	mi := &file_alp_v1_events_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisclosedField) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisclosedField) ProtoMessage() {}
+
+func (x *DisclosedField) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisclosedField.ProtoReflect.Descriptor instead.
+func (*DisclosedField) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DisclosedField) GetPointer() string {
+	if x != nil {
+		return x.Pointer
+	}
+	return ""
+}
+
+func (x *DisclosedField) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+// ApprovalRequested: one held item of a Deliverable waits for the person.
+// The first event on the item's subject.
+type ApprovalRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The HeldItem's id (stable per envelope and kind).
+	ItemId     string   `protobuf:"bytes,1,opt,name=item_id,json=itemId" json:"item_id,omitempty"`
+	PersonId   string   `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	Kind       HeldKind `protobuf:"varint,3,opt,name=kind,enum=alp.v1.HeldKind" json:"kind,omitempty"`
+	EnvelopeId string   `protobuf:"bytes,4,opt,name=envelope_id,json=envelopeId" json:"envelope_id,omitempty"`
+	// Who: the sender's address, their agent, its trust class ("company" or
+	// "consumer"), whether identity holds a vendor attestation for it, and
+	// how the sender was verified (this broker's sign-in, or the signature
+	// of the sender domain's home broker).
+	From           string `protobuf:"bytes,5,opt,name=from" json:"from,omitempty"`
+	FromAgent      string `protobuf:"bytes,6,opt,name=from_agent,json=fromAgent" json:"from_agent,omitempty"`
+	AgentName      string `protobuf:"bytes,7,opt,name=agent_name,json=agentName" json:"agent_name,omitempty"`
+	AgentClass     string `protobuf:"bytes,8,opt,name=agent_class,json=agentClass" json:"agent_class,omitempty"`
+	Attested       bool   `protobuf:"varint,9,opt,name=attested" json:"attested,omitempty"`
+	Verification   string `protobuf:"bytes,10,opt,name=verification" json:"verification,omitempty"`
+	SenderPersonId string `protobuf:"bytes,11,opt,name=sender_person_id,json=senderPersonId" json:"sender_person_id,omitempty"`
+	OriginBroker   string `protobuf:"bytes,12,opt,name=origin_broker,json=originBroker" json:"origin_broker,omitempty"`
+	// What: the message type, its in_reply_to, what it commits, and the
+	// held fields with their classes; the held values themselves are in
+	// payload, sealed with the recipient's data key (never in clear here).
+	Type      string            `protobuf:"bytes,13,opt,name=type" json:"type,omitempty"`
+	InReplyTo string            `protobuf:"bytes,14,opt,name=in_reply_to,json=inReplyTo" json:"in_reply_to,omitempty"`
+	Commits   string            `protobuf:"bytes,15,opt,name=commits" json:"commits,omitempty"`
+	Disclosed []*DisclosedField `protobuf:"bytes,16,rep,name=disclosed" json:"disclosed,omitempty"`
+	Payload   *SealedBody       `protobuf:"bytes,17,opt,name=payload" json:"payload,omitempty"`
+	// Hex SHA-256 of the canonical held payload, the envelope id and the
+	// kind: an approve-once decision is bound to it.
+	PayloadDigest string `protobuf:"bytes,18,opt,name=payload_digest,json=payloadDigest" json:"payload_digest,omitempty"`
+	// Why: the reasons policy gave (party and rule).
+	Reasons []*Reason `protobuf:"bytes,19,rep,name=reasons" json:"reasons,omitempty"`
+	// A short code the sending agent also shows, so the person approves the
+	// request they are looking at.
+	BindingCode   string                 `protobuf:"bytes,20,opt,name=binding_code,json=bindingCode" json:"binding_code,omitempty"`
+	Expires       *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=expires" json:"expires,omitempty"`
+	Created       *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=created" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalRequested) Reset() {
+	*x = ApprovalRequested{}
+	mi := &file_alp_v1_events_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalRequested) ProtoMessage() {}
+
+func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
+func (*ApprovalRequested) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ApprovalRequested) GetItemId() string {
+	if x != nil {
+		return x.ItemId
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetKind() HeldKind {
+	if x != nil {
+		return x.Kind
+	}
+	return HeldKind_HELD_KIND_UNSPECIFIED
+}
+
+func (x *ApprovalRequested) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetFromAgent() string {
+	if x != nil {
+		return x.FromAgent
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetAgentName() string {
+	if x != nil {
+		return x.AgentName
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetAgentClass() string {
+	if x != nil {
+		return x.AgentClass
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetAttested() bool {
+	if x != nil {
+		return x.Attested
+	}
+	return false
+}
+
+func (x *ApprovalRequested) GetVerification() string {
+	if x != nil {
+		return x.Verification
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetSenderPersonId() string {
+	if x != nil {
+		return x.SenderPersonId
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetOriginBroker() string {
+	if x != nil {
+		return x.OriginBroker
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetInReplyTo() string {
+	if x != nil {
+		return x.InReplyTo
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetCommits() string {
+	if x != nil {
+		return x.Commits
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetDisclosed() []*DisclosedField {
+	if x != nil {
+		return x.Disclosed
+	}
+	return nil
+}
+
+func (x *ApprovalRequested) GetPayload() *SealedBody {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *ApprovalRequested) GetPayloadDigest() string {
+	if x != nil {
+		return x.PayloadDigest
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetReasons() []*Reason {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *ApprovalRequested) GetBindingCode() string {
+	if x != nil {
+		return x.BindingCode
+	}
+	return ""
+}
+
+func (x *ApprovalRequested) GetExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Expires
+	}
+	return nil
+}
+
+func (x *ApprovalRequested) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+// ApprovalDecided: the item left pending, for good. Its effect follows from
+// the other services: the held fields reach the agents (ingress), the
+// connection is answered (policy), and the ledger records the decision.
+type ApprovalDecided struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ItemId     string                 `protobuf:"bytes,1,opt,name=item_id,json=itemId" json:"item_id,omitempty"`
+	PersonId   string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	Kind       HeldKind               `protobuf:"varint,3,opt,name=kind,enum=alp.v1.HeldKind" json:"kind,omitempty"`
+	EnvelopeId string                 `protobuf:"bytes,4,opt,name=envelope_id,json=envelopeId" json:"envelope_id,omitempty"`
+	State      ApprovalState          `protobuf:"varint,5,opt,name=state,enum=alp.v1.ApprovalState" json:"state,omitempty"`
+	// The digest the decision was bound to (ApprovalRequested.payload_digest).
+	PayloadDigest string `protobuf:"bytes,6,opt,name=payload_digest,json=payloadDigest" json:"payload_digest,omitempty"`
+	// For approved_always: the standing rule it created.
+	StandingRuleId string `protobuf:"bytes,7,opt,name=standing_rule_id,json=standingRuleId" json:"standing_rule_id,omitempty"`
+	// What the decision released (approved) or kept back (otherwise).
+	Pointers []string `protobuf:"bytes,8,rep,name=pointers" json:"pointers,omitempty"`
+	// For superseded: the item that replaced it; for cancelled and expired:
+	// why, in words.
+	SupersededBy string `protobuf:"bytes,9,opt,name=superseded_by,json=supersededBy" json:"superseded_by,omitempty"`
+	Reason       string `protobuf:"bytes,10,opt,name=reason" json:"reason,omitempty"`
+	// Copied from the request, so that a follower needs no other event.
+	From           string `protobuf:"bytes,11,opt,name=from" json:"from,omitempty"`
+	Type           string `protobuf:"bytes,12,opt,name=type" json:"type,omitempty"`
+	OriginBroker   string `protobuf:"bytes,13,opt,name=origin_broker,json=originBroker" json:"origin_broker,omitempty"`
+	SenderPersonId string `protobuf:"bytes,14,opt,name=sender_person_id,json=senderPersonId" json:"sender_person_id,omitempty"`
+	Commits        string `protobuf:"bytes,15,opt,name=commits" json:"commits,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ApprovalDecided) Reset() {
+	*x = ApprovalDecided{}
+	mi := &file_alp_v1_events_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalDecided) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalDecided) ProtoMessage() {}
+
+func (x *ApprovalDecided) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalDecided.ProtoReflect.Descriptor instead.
+func (*ApprovalDecided) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ApprovalDecided) GetItemId() string {
+	if x != nil {
+		return x.ItemId
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetKind() HeldKind {
+	if x != nil {
+		return x.Kind
+	}
+	return HeldKind_HELD_KIND_UNSPECIFIED
+}
+
+func (x *ApprovalDecided) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetState() ApprovalState {
+	if x != nil {
+		return x.State
+	}
+	return ApprovalState_APPROVAL_STATE_UNSPECIFIED
+}
+
+func (x *ApprovalDecided) GetPayloadDigest() string {
+	if x != nil {
+		return x.PayloadDigest
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetStandingRuleId() string {
+	if x != nil {
+		return x.StandingRuleId
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetPointers() []string {
+	if x != nil {
+		return x.Pointers
+	}
+	return nil
+}
+
+func (x *ApprovalDecided) GetSupersededBy() string {
+	if x != nil {
+		return x.SupersededBy
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetOriginBroker() string {
+	if x != nil {
+		return x.OriginBroker
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetSenderPersonId() string {
+	if x != nil {
+		return x.SenderPersonId
+	}
+	return ""
+}
+
+func (x *ApprovalDecided) GetCommits() string {
+	if x != nil {
+		return x.Commits
+	}
+	return ""
+}
+
+// StandingRuleCreated: "approve always" — what may commit the person from
+// now on without asking, scoped to a message type, one counterparty and one
+// commit action, until expires.
+type StandingRuleCreated struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RuleId   string                 `protobuf:"bytes,1,opt,name=rule_id,json=ruleId" json:"rule_id,omitempty"`
+	PersonId string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	Type     string                 `protobuf:"bytes,3,opt,name=type" json:"type,omitempty"`
+	// The counterparty's address.
+	Counterparty string `protobuf:"bytes,4,opt,name=counterparty" json:"counterparty,omitempty"`
+	// The x-alp-commits word it covers ("meeting").
+	Action  string                 `protobuf:"bytes,5,opt,name=action" json:"action,omitempty"`
+	Expires *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires" json:"expires,omitempty"`
+	// The item whose decision created it.
+	FromItemId    string `protobuf:"bytes,7,opt,name=from_item_id,json=fromItemId" json:"from_item_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StandingRuleCreated) Reset() {
+	*x = StandingRuleCreated{}
+	mi := &file_alp_v1_events_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StandingRuleCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StandingRuleCreated) ProtoMessage() {}
+
+func (x *StandingRuleCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StandingRuleCreated.ProtoReflect.Descriptor instead.
+func (*StandingRuleCreated) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *StandingRuleCreated) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
+func (x *StandingRuleCreated) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *StandingRuleCreated) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *StandingRuleCreated) GetCounterparty() string {
+	if x != nil {
+		return x.Counterparty
+	}
+	return ""
+}
+
+func (x *StandingRuleCreated) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *StandingRuleCreated) GetExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Expires
+	}
+	return nil
+}
+
+func (x *StandingRuleCreated) GetFromItemId() string {
+	if x != nil {
+		return x.FromItemId
+	}
+	return ""
+}
+
+// StandingRuleRevoked: the person revoked a standing rule; it covers
+// nothing from then on.
+type StandingRuleRevoked struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RuleId        string                 `protobuf:"bytes,1,opt,name=rule_id,json=ruleId" json:"rule_id,omitempty"`
+	PersonId      string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StandingRuleRevoked) Reset() {
+	*x = StandingRuleRevoked{}
+	mi := &file_alp_v1_events_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StandingRuleRevoked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StandingRuleRevoked) ProtoMessage() {}
+
+func (x *StandingRuleRevoked) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StandingRuleRevoked.ProtoReflect.Descriptor instead.
+func (*StandingRuleRevoked) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *StandingRuleRevoked) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
+func (x *StandingRuleRevoked) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+// NotificationAttempted: one try to tell the person an item waits, by
+// webhook or email. Never holds the held values.
+type NotificationAttempted struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ItemId   string                 `protobuf:"bytes,1,opt,name=item_id,json=itemId" json:"item_id,omitempty"`
+	PersonId string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	// "webhook" or "email".
+	Channel string `protobuf:"bytes,3,opt,name=channel" json:"channel,omitempty"`
+	// Where: the webhook URL, or the email address.
+	Target    string `protobuf:"bytes,4,opt,name=target" json:"target,omitempty"`
+	Attempt   uint32 `protobuf:"varint,5,opt,name=attempt" json:"attempt,omitempty"`
+	Delivered bool   `protobuf:"varint,6,opt,name=delivered" json:"delivered,omitempty"`
+	// Why it failed, when it did.
+	Error string `protobuf:"bytes,7,opt,name=error" json:"error,omitempty"`
+	// More than one item in one message (the digest after quiet hours).
+	ItemIds       []string `protobuf:"bytes,8,rep,name=item_ids,json=itemIds" json:"item_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationAttempted) Reset() {
+	*x = NotificationAttempted{}
+	mi := &file_alp_v1_events_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationAttempted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationAttempted) ProtoMessage() {}
+
+func (x *NotificationAttempted) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_v1_events_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationAttempted.ProtoReflect.Descriptor instead.
+func (*NotificationAttempted) Descriptor() ([]byte, []int) {
+	return file_alp_v1_events_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *NotificationAttempted) GetItemId() string {
+	if x != nil {
+		return x.ItemId
+	}
+	return ""
+}
+
+func (x *NotificationAttempted) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *NotificationAttempted) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *NotificationAttempted) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *NotificationAttempted) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *NotificationAttempted) GetDelivered() bool {
+	if x != nil {
+		return x.Delivered
+	}
+	return false
+}
+
+func (x *NotificationAttempted) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *NotificationAttempted) GetItemIds() []string {
+	if x != nil {
+		return x.ItemIds
+	}
+	return nil
+}
+
 var File_alp_v1_events_proto protoreflect.FileDescriptor
 
 const file_alp_v1_events_proto_rawDesc = "" +
@@ -2168,7 +3933,7 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x05actor\x18\x06 \x01(\v2\r.alp.v1.ActorR\x05actor\x12\x16\n" +
 	"\x06tenant\x18\a \x01(\tR\x06tenant\x121\n" +
 	"\rproducer_role\x18\b \x01(\x0e2\f.alp.v1.RoleR\fproducerRole\x126\n" +
-	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\x8a\x12\n" +
+	"\boccurred\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\boccurred\"\xd4\x17\n" +
 	"\x05Event\x12+\n" +
 	"\x06header\x18\x01 \x01(\v2\x13.alp.v1.EventHeaderR\x06header\x12>\n" +
 	"\x0esend_requested\x18\n" +
@@ -2201,7 +3966,19 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x14org_relationship_set\x18A \x01(\v2\x1a.alp.v1.OrgRelationshipSetH\x00R\x12orgRelationshipSet\x12W\n" +
 	"\x17message_type_registered\x18F \x01(\v2\x1d.alp.v1.MessageTypeRegisteredH\x00R\x15messageTypeRegistered\x12U\n" +
 	"\x17rule_set_version_stored\x18K \x01(\v2\x1c.alp.v1.RuleSetVersionStoredH\x00R\x14ruleSetVersionStored\x127\n" +
-	"\vdeliverable\x18G \x01(\v2\x13.alp.v1.DeliverableH\x00R\vdeliverableB\x06\n" +
+	"\vdeliverable\x18G \x01(\v2\x13.alp.v1.DeliverableH\x00R\vdeliverable\x125\n" +
+	"\vinbox_acked\x18H \x01(\v2\x12.alp.v1.InboxAckedH\x00R\n" +
+	"inboxAcked\x125\n" +
+	"\voutbox_item\x18L \x01(\v2\x12.alp.v1.OutboxItemH\x00R\n" +
+	"outboxItem\x12D\n" +
+	"\x10inbound_verified\x18M \x01(\v2\x17.alp.v1.InboundVerifiedH\x00R\x0finboundVerified\x12A\n" +
+	"\x0finbound_refused\x18N \x01(\v2\x16.alp.v1.InboundRefusedH\x00R\x0einboundRefused\x12A\n" +
+	"\x0foutbound_status\x18O \x01(\v2\x16.alp.v1.OutboundStatusH\x00R\x0eoutboundStatus\x12J\n" +
+	"\x12approval_requested\x18P \x01(\v2\x19.alp.v1.ApprovalRequestedH\x00R\x11approvalRequested\x12D\n" +
+	"\x10approval_decided\x18Q \x01(\v2\x17.alp.v1.ApprovalDecidedH\x00R\x0fapprovalDecided\x12Q\n" +
+	"\x15standing_rule_created\x18R \x01(\v2\x1b.alp.v1.StandingRuleCreatedH\x00R\x13standingRuleCreated\x12Q\n" +
+	"\x15standing_rule_revoked\x18S \x01(\v2\x1b.alp.v1.StandingRuleRevokedH\x00R\x13standingRuleRevoked\x12V\n" +
+	"\x16notification_attempted\x18T \x01(\v2\x1d.alp.v1.NotificationAttemptedH\x00R\x15notificationAttemptedB\x06\n" +
 	"\x04body\"\xed\x01\n" +
 	"\rSendRequested\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12'\n" +
@@ -2241,7 +4018,7 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\vtrust_class\x18\x01 \x01(\tR\n" +
 	"trustClass\x12&\n" +
 	"\x04body\x18\x02 \x01(\v2\x12.alp.v1.SealedBodyR\x04body\x12\x1a\n" +
-	"\bpointers\x18\x03 \x03(\tR\bpointers\"\xb3\x03\n" +
+	"\bpointers\x18\x03 \x03(\tR\bpointers\"\x9e\x05\n" +
 	"\vDeliverable\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12.\n" +
 	"\x13recipient_person_id\x18\x02 \x01(\tR\x11recipientPersonId\x12)\n" +
@@ -2253,7 +4030,25 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x0euntrusted_text\x18\b \x01(\bR\runtrustedText\x12(\n" +
 	"\x10sender_person_id\x18\t \x01(\tR\x0esenderPersonId\x12#\n" +
 	"\rrule_versions\x18\n" +
-	" \x03(\tR\fruleVersions\"\xc9\x02\n" +
+	" \x03(\tR\fruleVersions\x12#\n" +
+	"\rorigin_broker\x18\v \x01(\tR\foriginBroker\x12\x1d\n" +
+	"\n" +
+	"sender_log\x18\f \x01(\tR\tsenderLog\x12+\n" +
+	"\x11sender_commitment\x18\r \x01(\tR\x10senderCommitment\x12,\n" +
+	"\x12sender_agent_class\x18\x0e \x01(\tR\x10senderAgentClass\x12)\n" +
+	"\x10origin_signature\x18\x0f \x01(\tR\x0foriginSignature\x12\x1f\n" +
+	"\vwire_sha256\x18\x10 \x01(\tR\n" +
+	"wireSha256\"\xdd\x01\n" +
+	"\n" +
+	"InboxAcked\x12.\n" +
+	"\x13recipient_person_id\x18\x01 \x01(\tR\x11recipientPersonId\x12\x1f\n" +
+	"\venvelope_id\x18\x02 \x01(\tR\n" +
+	"envelopeId\x12\x19\n" +
+	"\bagent_id\x18\x03 \x01(\tR\aagentId\x123\n" +
+	"\vagent_class\x18\x04 \x01(\x0e2\x12.alp.v1.TrustClassR\n" +
+	"agentClass\x12\x1a\n" +
+	"\bwithheld\x18\x05 \x03(\tR\bwithheld\x12\x12\n" +
+	"\x04held\x18\x06 \x03(\tR\x04held\"\xc9\x02\n" +
 	"\fKeyLifecycle\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12,\n" +
 	"\apurpose\x18\x02 \x01(\x0e2\x12.alp.v1.KeyPurposeR\apurpose\x12\x15\n" +
@@ -2280,7 +4075,134 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x04leaf\x18\x01 \x01(\fR\x04leaf\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x1b\n" +
 	"\tperson_id\x18\x03 \x01(\tR\bpersonId\x12%\n" +
-	"\x0esealed_opening\x18\x04 \x01(\fR\rsealedOpening*\x9f\x01\n" +
+	"\x0esealed_opening\x18\x04 \x01(\fR\rsealedOpening\"\xfd\x02\n" +
+	"\n" +
+	"OutboxItem\x12&\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x12.alp.v1.OutboxKindR\x04kind\x12,\n" +
+	"\benvelope\x18\x02 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12(\n" +
+	"\x10sender_person_id\x18\x03 \x01(\tR\x0esenderPersonId\x12#\n" +
+	"\rremote_domain\x18\x04 \x01(\tR\fremoteDomain\x12\x16\n" +
+	"\x06notice\x18\x05 \x01(\fR\x06notice\x12#\n" +
+	"\rremote_broker\x18\x06 \x01(\tR\fremoteBroker\x122\n" +
+	"\x06queued\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x06queued\x12\x1a\n" +
+	"\bwithheld\x18\b \x03(\tR\bwithheld\x12\"\n" +
+	"\rlog_person_id\x18\t \x01(\tR\vlogPersonId\x12\x19\n" +
+	"\bmin_size\x18\n" +
+	" \x01(\x04R\aminSize\"\xa8\x03\n" +
+	"\x0fInboundVerified\x12,\n" +
+	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\x12.\n" +
+	"\x13recipient_person_id\x18\x02 \x01(\tR\x11recipientPersonId\x12#\n" +
+	"\rorigin_broker\x18\x03 \x01(\tR\foriginBroker\x12\x15\n" +
+	"\x06key_id\x18\x04 \x01(\tR\x05keyId\x12&\n" +
+	"\x04wire\x18\x05 \x01(\v2\x12.alp.v1.SealedBodyR\x04wire\x12\x1f\n" +
+	"\vagent_class\x18\x06 \x01(\tR\n" +
+	"agentClass\x12\x1d\n" +
+	"\n" +
+	"sender_log\x18\a \x01(\tR\tsenderLog\x12+\n" +
+	"\x11sender_commitment\x18\b \x01(\tR\x10senderCommitment\x12\x1a\n" +
+	"\bwithheld\x18\t \x03(\tR\bwithheld\x12)\n" +
+	"\x10origin_signature\x18\n" +
+	" \x01(\tR\x0foriginSignature\x12\x1f\n" +
+	"\vwire_sha256\x18\v \x01(\tR\n" +
+	"wireSha256\"\xf7\x01\n" +
+	"\x0eInboundRefused\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
+	"\x06origin\x18\x03 \x01(\tR\x06origin\x12\x1f\n" +
+	"\venvelope_id\x18\x04 \x01(\tR\n" +
+	"envelopeId\x12\x12\n" +
+	"\x04from\x18\x05 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x06 \x01(\tR\x02to\x12\x12\n" +
+	"\x04type\x18\a \x01(\tR\x04type\x12\x1f\n" +
+	"\vbody_sha256\x18\b \x01(\fR\n" +
+	"bodySha256\x12%\n" +
+	"\x0eremote_address\x18\t \x01(\tR\rremoteAddress\"\x94\x03\n" +
+	"\x0eOutboundStatus\x12\x1f\n" +
+	"\venvelope_id\x18\x01 \x01(\tR\n" +
+	"envelopeId\x12(\n" +
+	"\x10sender_person_id\x18\x02 \x01(\tR\x0esenderPersonId\x12+\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x15.alp.v1.DeliveryStateR\x05state\x12#\n" +
+	"\rremote_broker\x18\x04 \x01(\tR\fremoteBroker\x12\x12\n" +
+	"\x04code\x18\x05 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12\x1a\n" +
+	"\baccepted\x18\a \x01(\fR\baccepted\x12%\n" +
+	"\x0ereceipt_notice\x18\b \x01(\fR\rreceiptNotice\x12\x1a\n" +
+	"\bwithheld\x18\t \x03(\tR\bwithheld\x12\x12\n" +
+	"\x04held\x18\n" +
+	" \x03(\tR\x04held\x12\x18\n" +
+	"\areceipt\x18\v \x01(\fR\areceipt\x12\x1a\n" +
+	"\battempts\x18\f \x01(\rR\battempts\x12\x0e\n" +
+	"\x02to\x18\r \x01(\tR\x02to\"@\n" +
+	"\x0eDisclosedField\x12\x18\n" +
+	"\apointer\x18\x01 \x01(\tR\apointer\x12\x14\n" +
+	"\x05class\x18\x02 \x01(\tR\x05class\"\xa4\x06\n" +
+	"\x11ApprovalRequested\x12\x17\n" +
+	"\aitem_id\x18\x01 \x01(\tR\x06itemId\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12$\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x10.alp.v1.HeldKindR\x04kind\x12\x1f\n" +
+	"\venvelope_id\x18\x04 \x01(\tR\n" +
+	"envelopeId\x12\x12\n" +
+	"\x04from\x18\x05 \x01(\tR\x04from\x12\x1d\n" +
+	"\n" +
+	"from_agent\x18\x06 \x01(\tR\tfromAgent\x12\x1d\n" +
+	"\n" +
+	"agent_name\x18\a \x01(\tR\tagentName\x12\x1f\n" +
+	"\vagent_class\x18\b \x01(\tR\n" +
+	"agentClass\x12\x1a\n" +
+	"\battested\x18\t \x01(\bR\battested\x12\"\n" +
+	"\fverification\x18\n" +
+	" \x01(\tR\fverification\x12(\n" +
+	"\x10sender_person_id\x18\v \x01(\tR\x0esenderPersonId\x12#\n" +
+	"\rorigin_broker\x18\f \x01(\tR\foriginBroker\x12\x12\n" +
+	"\x04type\x18\r \x01(\tR\x04type\x12\x1e\n" +
+	"\vin_reply_to\x18\x0e \x01(\tR\tinReplyTo\x12\x18\n" +
+	"\acommits\x18\x0f \x01(\tR\acommits\x124\n" +
+	"\tdisclosed\x18\x10 \x03(\v2\x16.alp.v1.DisclosedFieldR\tdisclosed\x12,\n" +
+	"\apayload\x18\x11 \x01(\v2\x12.alp.v1.SealedBodyR\apayload\x12%\n" +
+	"\x0epayload_digest\x18\x12 \x01(\tR\rpayloadDigest\x12(\n" +
+	"\areasons\x18\x13 \x03(\v2\x0e.alp.v1.ReasonR\areasons\x12!\n" +
+	"\fbinding_code\x18\x14 \x01(\tR\vbindingCode\x124\n" +
+	"\aexpires\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x124\n" +
+	"\acreated\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"\xf6\x03\n" +
+	"\x0fApprovalDecided\x12\x17\n" +
+	"\aitem_id\x18\x01 \x01(\tR\x06itemId\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12$\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x10.alp.v1.HeldKindR\x04kind\x12\x1f\n" +
+	"\venvelope_id\x18\x04 \x01(\tR\n" +
+	"envelopeId\x12+\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x15.alp.v1.ApprovalStateR\x05state\x12%\n" +
+	"\x0epayload_digest\x18\x06 \x01(\tR\rpayloadDigest\x12(\n" +
+	"\x10standing_rule_id\x18\a \x01(\tR\x0estandingRuleId\x12\x1a\n" +
+	"\bpointers\x18\b \x03(\tR\bpointers\x12#\n" +
+	"\rsuperseded_by\x18\t \x01(\tR\fsupersededBy\x12\x16\n" +
+	"\x06reason\x18\n" +
+	" \x01(\tR\x06reason\x12\x12\n" +
+	"\x04from\x18\v \x01(\tR\x04from\x12\x12\n" +
+	"\x04type\x18\f \x01(\tR\x04type\x12#\n" +
+	"\rorigin_broker\x18\r \x01(\tR\foriginBroker\x12(\n" +
+	"\x10sender_person_id\x18\x0e \x01(\tR\x0esenderPersonId\x12\x18\n" +
+	"\acommits\x18\x0f \x01(\tR\acommits\"\xf3\x01\n" +
+	"\x13StandingRuleCreated\x12\x17\n" +
+	"\arule_id\x18\x01 \x01(\tR\x06ruleId\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\"\n" +
+	"\fcounterparty\x18\x04 \x01(\tR\fcounterparty\x12\x16\n" +
+	"\x06action\x18\x05 \x01(\tR\x06action\x124\n" +
+	"\aexpires\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12 \n" +
+	"\ffrom_item_id\x18\a \x01(\tR\n" +
+	"fromItemId\"K\n" +
+	"\x13StandingRuleRevoked\x12\x17\n" +
+	"\arule_id\x18\x01 \x01(\tR\x06ruleId\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\"\xe8\x01\n" +
+	"\x15NotificationAttempted\x12\x17\n" +
+	"\aitem_id\x18\x01 \x01(\tR\x06itemId\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12\x18\n" +
+	"\achannel\x18\x03 \x01(\tR\achannel\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\tR\x06target\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\rR\aattempt\x12\x1c\n" +
+	"\tdelivered\x18\x06 \x01(\bR\tdelivered\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12\x19\n" +
+	"\bitem_ids\x18\b \x03(\tR\aitemIds*\x9f\x01\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fROLE_INGRESS\x10\x01\x12\x11\n" +
@@ -2324,7 +4246,31 @@ const file_alp_v1_events_proto_rawDesc = "" +
 	"\x15KEY_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10KEY_STATE_ACTIVE\x10\x01\x12\x15\n" +
 	"\x11KEY_STATE_RETIRED\x10\x02\x12\x15\n" +
-	"\x11KEY_STATE_REVOKED\x10\x03B\x86\x01\n" +
+	"\x11KEY_STATE_REVOKED\x10\x03*t\n" +
+	"\n" +
+	"OutboxKind\x12\x1b\n" +
+	"\x17OUTBOX_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14OUTBOX_KIND_ENVELOPE\x10\x01\x12\x17\n" +
+	"\x13OUTBOX_KIND_RECEIPT\x10\x02\x12\x16\n" +
+	"\x12OUTBOX_KIND_COSIGN\x10\x03*\xed\x01\n" +
+	"\rDeliveryState\x12\x1e\n" +
+	"\x1aDELIVERY_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15DELIVERY_STATE_QUEUED\x10\x01\x12\x17\n" +
+	"\x13DELIVERY_STATE_SENT\x10\x02\x12\x1c\n" +
+	"\x18DELIVERY_STATE_DELIVERED\x10\x03\x12\x1a\n" +
+	"\x16DELIVERY_STATE_PARTIAL\x10\x04\x12\x17\n" +
+	"\x13DELIVERY_STATE_HELD\x10\x05\x12\x1a\n" +
+	"\x16DELIVERY_STATE_REFUSED\x10\x06\x12\x19\n" +
+	"\x15DELIVERY_STATE_FAILED\x10\a*\x85\x02\n" +
+	"\rApprovalState\x12\x1e\n" +
+	"\x1aAPPROVAL_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16APPROVAL_STATE_PENDING\x10\x01\x12 \n" +
+	"\x1cAPPROVAL_STATE_APPROVED_ONCE\x10\x02\x12\"\n" +
+	"\x1eAPPROVAL_STATE_APPROVED_ALWAYS\x10\x03\x12\x19\n" +
+	"\x15APPROVAL_STATE_DENIED\x10\x04\x12\x1a\n" +
+	"\x16APPROVAL_STATE_EXPIRED\x10\x05\x12\x1d\n" +
+	"\x19APPROVAL_STATE_SUPERSEDED\x10\x06\x12\x1c\n" +
+	"\x18APPROVAL_STATE_CANCELLED\x10\aB\x86\x01\n" +
 	"\n" +
 	"com.alp.v1B\vEventsProtoP\x01Z-github.com/alpd-project/alpd/gen/alp/v1;alpv1\xa2\x02\x03AXX\xaa\x02\x06Alp.V1\xca\x02\x06Alp\\V1\xe2\x02\x12Alp\\V1\\GPBMetadata\xea\x02\aAlp::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
@@ -2340,8 +4286,8 @@ func file_alp_v1_events_proto_rawDescGZIP() []byte {
 	return file_alp_v1_events_proto_rawDescData
 }
 
-var file_alp_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_alp_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_alp_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_alp_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_alp_v1_events_proto_goTypes = []any{
 	(Role)(0),                          // 0: alp.v1.Role
 	(ActorKind)(0),                     // 1: alp.v1.ActorKind
@@ -2350,110 +4296,151 @@ var file_alp_v1_events_proto_goTypes = []any{
 	(HeldKind)(0),                      // 4: alp.v1.HeldKind
 	(KeyPurpose)(0),                    // 5: alp.v1.KeyPurpose
 	(KeyState)(0),                      // 6: alp.v1.KeyState
-	(*Actor)(nil),                      // 7: alp.v1.Actor
-	(*EventHeader)(nil),                // 8: alp.v1.EventHeader
-	(*Event)(nil),                      // 9: alp.v1.Event
-	(*SendRequested)(nil),              // 10: alp.v1.SendRequested
-	(*Reason)(nil),                     // 11: alp.v1.Reason
-	(*Decided)(nil),                    // 12: alp.v1.Decided
-	(*FieldVerdict)(nil),               // 13: alp.v1.FieldVerdict
-	(*HeldItem)(nil),                   // 14: alp.v1.HeldItem
-	(*TrustView)(nil),                  // 15: alp.v1.TrustView
-	(*Deliverable)(nil),                // 16: alp.v1.Deliverable
-	(*KeyLifecycle)(nil),               // 17: alp.v1.KeyLifecycle
-	(*DataKeyDestroyed)(nil),           // 18: alp.v1.DataKeyDestroyed
-	(*SealedSecretCreated)(nil),        // 19: alp.v1.SealedSecretCreated
-	(*IdpTokenStored)(nil),             // 20: alp.v1.IdpTokenStored
-	(*LedgerEntryAppended)(nil),        // 21: alp.v1.LedgerEntryAppended
-	(*timestamppb.Timestamp)(nil),      // 22: google.protobuf.Timestamp
-	(*PersonBound)(nil),                // 23: alp.v1.PersonBound
-	(*PersonUpdated)(nil),              // 24: alp.v1.PersonUpdated
-	(*ClientRegistered)(nil),           // 25: alp.v1.ClientRegistered
-	(*VendorAttestationBound)(nil),     // 26: alp.v1.VendorAttestationBound
-	(*GrantIssued)(nil),                // 27: alp.v1.GrantIssued
-	(*RefreshTokenRotated)(nil),        // 28: alp.v1.RefreshTokenRotated
-	(*GrantRevoked)(nil),               // 29: alp.v1.GrantRevoked
-	(*PersonAgentsRevoked)(nil),        // 30: alp.v1.PersonAgentsRevoked
-	(*PersonalAccessTokenIssued)(nil),  // 31: alp.v1.PersonalAccessTokenIssued
-	(*PersonalAccessTokenRevoked)(nil), // 32: alp.v1.PersonalAccessTokenRevoked
-	(*PersonRebound)(nil),              // 33: alp.v1.PersonRebound
-	(*PersonSessionsRevoked)(nil),      // 34: alp.v1.PersonSessionsRevoked
-	(*ClientFirstUsed)(nil),            // 35: alp.v1.ClientFirstUsed
-	(*DynamicClientExpired)(nil),       // 36: alp.v1.DynamicClientExpired
-	(*ConnectionRequested)(nil),        // 37: alp.v1.ConnectionRequested
-	(*ConnectionAccepted)(nil),         // 38: alp.v1.ConnectionAccepted
-	(*ConnectionDeclined)(nil),         // 39: alp.v1.ConnectionDeclined
-	(*PersonBlocked)(nil),              // 40: alp.v1.PersonBlocked
-	(*PersonUnblocked)(nil),            // 41: alp.v1.PersonUnblocked
-	(*OrgRelationshipSet)(nil),         // 42: alp.v1.OrgRelationshipSet
-	(*MessageTypeRegistered)(nil),      // 43: alp.v1.MessageTypeRegistered
-	(*RuleSetVersionStored)(nil),       // 44: alp.v1.RuleSetVersionStored
-	(*Envelope)(nil),                   // 45: alp.v1.Envelope
-	(*SealedBody)(nil),                 // 46: alp.v1.SealedBody
+	(OutboxKind)(0),                    // 7: alp.v1.OutboxKind
+	(DeliveryState)(0),                 // 8: alp.v1.DeliveryState
+	(ApprovalState)(0),                 // 9: alp.v1.ApprovalState
+	(*Actor)(nil),                      // 10: alp.v1.Actor
+	(*EventHeader)(nil),                // 11: alp.v1.EventHeader
+	(*Event)(nil),                      // 12: alp.v1.Event
+	(*SendRequested)(nil),              // 13: alp.v1.SendRequested
+	(*Reason)(nil),                     // 14: alp.v1.Reason
+	(*Decided)(nil),                    // 15: alp.v1.Decided
+	(*FieldVerdict)(nil),               // 16: alp.v1.FieldVerdict
+	(*HeldItem)(nil),                   // 17: alp.v1.HeldItem
+	(*TrustView)(nil),                  // 18: alp.v1.TrustView
+	(*Deliverable)(nil),                // 19: alp.v1.Deliverable
+	(*InboxAcked)(nil),                 // 20: alp.v1.InboxAcked
+	(*KeyLifecycle)(nil),               // 21: alp.v1.KeyLifecycle
+	(*DataKeyDestroyed)(nil),           // 22: alp.v1.DataKeyDestroyed
+	(*SealedSecretCreated)(nil),        // 23: alp.v1.SealedSecretCreated
+	(*IdpTokenStored)(nil),             // 24: alp.v1.IdpTokenStored
+	(*LedgerEntryAppended)(nil),        // 25: alp.v1.LedgerEntryAppended
+	(*OutboxItem)(nil),                 // 26: alp.v1.OutboxItem
+	(*InboundVerified)(nil),            // 27: alp.v1.InboundVerified
+	(*InboundRefused)(nil),             // 28: alp.v1.InboundRefused
+	(*OutboundStatus)(nil),             // 29: alp.v1.OutboundStatus
+	(*DisclosedField)(nil),             // 30: alp.v1.DisclosedField
+	(*ApprovalRequested)(nil),          // 31: alp.v1.ApprovalRequested
+	(*ApprovalDecided)(nil),            // 32: alp.v1.ApprovalDecided
+	(*StandingRuleCreated)(nil),        // 33: alp.v1.StandingRuleCreated
+	(*StandingRuleRevoked)(nil),        // 34: alp.v1.StandingRuleRevoked
+	(*NotificationAttempted)(nil),      // 35: alp.v1.NotificationAttempted
+	(*timestamppb.Timestamp)(nil),      // 36: google.protobuf.Timestamp
+	(*PersonBound)(nil),                // 37: alp.v1.PersonBound
+	(*PersonUpdated)(nil),              // 38: alp.v1.PersonUpdated
+	(*ClientRegistered)(nil),           // 39: alp.v1.ClientRegistered
+	(*VendorAttestationBound)(nil),     // 40: alp.v1.VendorAttestationBound
+	(*GrantIssued)(nil),                // 41: alp.v1.GrantIssued
+	(*RefreshTokenRotated)(nil),        // 42: alp.v1.RefreshTokenRotated
+	(*GrantRevoked)(nil),               // 43: alp.v1.GrantRevoked
+	(*PersonAgentsRevoked)(nil),        // 44: alp.v1.PersonAgentsRevoked
+	(*PersonalAccessTokenIssued)(nil),  // 45: alp.v1.PersonalAccessTokenIssued
+	(*PersonalAccessTokenRevoked)(nil), // 46: alp.v1.PersonalAccessTokenRevoked
+	(*PersonRebound)(nil),              // 47: alp.v1.PersonRebound
+	(*PersonSessionsRevoked)(nil),      // 48: alp.v1.PersonSessionsRevoked
+	(*ClientFirstUsed)(nil),            // 49: alp.v1.ClientFirstUsed
+	(*DynamicClientExpired)(nil),       // 50: alp.v1.DynamicClientExpired
+	(*ConnectionRequested)(nil),        // 51: alp.v1.ConnectionRequested
+	(*ConnectionAccepted)(nil),         // 52: alp.v1.ConnectionAccepted
+	(*ConnectionDeclined)(nil),         // 53: alp.v1.ConnectionDeclined
+	(*PersonBlocked)(nil),              // 54: alp.v1.PersonBlocked
+	(*PersonUnblocked)(nil),            // 55: alp.v1.PersonUnblocked
+	(*OrgRelationshipSet)(nil),         // 56: alp.v1.OrgRelationshipSet
+	(*MessageTypeRegistered)(nil),      // 57: alp.v1.MessageTypeRegistered
+	(*RuleSetVersionStored)(nil),       // 58: alp.v1.RuleSetVersionStored
+	(*Envelope)(nil),                   // 59: alp.v1.Envelope
+	(*SealedBody)(nil),                 // 60: alp.v1.SealedBody
+	(TrustClass)(0),                    // 61: alp.v1.TrustClass
 }
 var file_alp_v1_events_proto_depIdxs = []int32{
 	1,  // 0: alp.v1.Actor.kind:type_name -> alp.v1.ActorKind
-	7,  // 1: alp.v1.EventHeader.actor:type_name -> alp.v1.Actor
+	10, // 1: alp.v1.EventHeader.actor:type_name -> alp.v1.Actor
 	0,  // 2: alp.v1.EventHeader.producer_role:type_name -> alp.v1.Role
-	22, // 3: alp.v1.EventHeader.occurred:type_name -> google.protobuf.Timestamp
-	8,  // 4: alp.v1.Event.header:type_name -> alp.v1.EventHeader
-	10, // 5: alp.v1.Event.send_requested:type_name -> alp.v1.SendRequested
-	12, // 6: alp.v1.Event.decided:type_name -> alp.v1.Decided
-	17, // 7: alp.v1.Event.key_lifecycle:type_name -> alp.v1.KeyLifecycle
-	18, // 8: alp.v1.Event.data_key_destroyed:type_name -> alp.v1.DataKeyDestroyed
-	23, // 9: alp.v1.Event.person_bound:type_name -> alp.v1.PersonBound
-	24, // 10: alp.v1.Event.person_updated:type_name -> alp.v1.PersonUpdated
-	25, // 11: alp.v1.Event.client_registered:type_name -> alp.v1.ClientRegistered
-	26, // 12: alp.v1.Event.vendor_attestation_bound:type_name -> alp.v1.VendorAttestationBound
-	27, // 13: alp.v1.Event.grant_issued:type_name -> alp.v1.GrantIssued
-	28, // 14: alp.v1.Event.refresh_token_rotated:type_name -> alp.v1.RefreshTokenRotated
-	29, // 15: alp.v1.Event.grant_revoked:type_name -> alp.v1.GrantRevoked
-	30, // 16: alp.v1.Event.person_agents_revoked:type_name -> alp.v1.PersonAgentsRevoked
-	31, // 17: alp.v1.Event.personal_access_token_issued:type_name -> alp.v1.PersonalAccessTokenIssued
-	32, // 18: alp.v1.Event.personal_access_token_revoked:type_name -> alp.v1.PersonalAccessTokenRevoked
-	19, // 19: alp.v1.Event.sealed_secret_created:type_name -> alp.v1.SealedSecretCreated
-	20, // 20: alp.v1.Event.idp_token_stored:type_name -> alp.v1.IdpTokenStored
-	21, // 21: alp.v1.Event.ledger_entry_appended:type_name -> alp.v1.LedgerEntryAppended
-	33, // 22: alp.v1.Event.person_rebound:type_name -> alp.v1.PersonRebound
-	34, // 23: alp.v1.Event.person_sessions_revoked:type_name -> alp.v1.PersonSessionsRevoked
-	35, // 24: alp.v1.Event.client_first_used:type_name -> alp.v1.ClientFirstUsed
-	36, // 25: alp.v1.Event.dynamic_client_expired:type_name -> alp.v1.DynamicClientExpired
-	37, // 26: alp.v1.Event.connection_requested:type_name -> alp.v1.ConnectionRequested
-	38, // 27: alp.v1.Event.connection_accepted:type_name -> alp.v1.ConnectionAccepted
-	39, // 28: alp.v1.Event.connection_declined:type_name -> alp.v1.ConnectionDeclined
-	40, // 29: alp.v1.Event.person_blocked:type_name -> alp.v1.PersonBlocked
-	41, // 30: alp.v1.Event.person_unblocked:type_name -> alp.v1.PersonUnblocked
-	42, // 31: alp.v1.Event.org_relationship_set:type_name -> alp.v1.OrgRelationshipSet
-	43, // 32: alp.v1.Event.message_type_registered:type_name -> alp.v1.MessageTypeRegistered
-	44, // 33: alp.v1.Event.rule_set_version_stored:type_name -> alp.v1.RuleSetVersionStored
-	16, // 34: alp.v1.Event.deliverable:type_name -> alp.v1.Deliverable
-	45, // 35: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
-	45, // 36: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
-	2,  // 37: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
-	11, // 38: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
-	13, // 39: alp.v1.Decided.fields:type_name -> alp.v1.FieldVerdict
-	3,  // 40: alp.v1.FieldVerdict.action:type_name -> alp.v1.FieldAction
-	11, // 41: alp.v1.FieldVerdict.reasons:type_name -> alp.v1.Reason
-	4,  // 42: alp.v1.HeldItem.kind:type_name -> alp.v1.HeldKind
-	46, // 43: alp.v1.HeldItem.body:type_name -> alp.v1.SealedBody
-	46, // 44: alp.v1.TrustView.body:type_name -> alp.v1.SealedBody
-	45, // 45: alp.v1.Deliverable.envelope:type_name -> alp.v1.Envelope
-	2,  // 46: alp.v1.Deliverable.outcome:type_name -> alp.v1.Outcome
-	11, // 47: alp.v1.Deliverable.reasons:type_name -> alp.v1.Reason
-	13, // 48: alp.v1.Deliverable.fields:type_name -> alp.v1.FieldVerdict
-	15, // 49: alp.v1.Deliverable.views:type_name -> alp.v1.TrustView
-	14, // 50: alp.v1.Deliverable.held:type_name -> alp.v1.HeldItem
-	5,  // 51: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
-	6,  // 52: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
-	22, // 53: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
-	22, // 54: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
-	5,  // 55: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
-	46, // 56: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
-	57, // [57:57] is the sub-list for method output_type
-	57, // [57:57] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	36, // 3: alp.v1.EventHeader.occurred:type_name -> google.protobuf.Timestamp
+	11, // 4: alp.v1.Event.header:type_name -> alp.v1.EventHeader
+	13, // 5: alp.v1.Event.send_requested:type_name -> alp.v1.SendRequested
+	15, // 6: alp.v1.Event.decided:type_name -> alp.v1.Decided
+	21, // 7: alp.v1.Event.key_lifecycle:type_name -> alp.v1.KeyLifecycle
+	22, // 8: alp.v1.Event.data_key_destroyed:type_name -> alp.v1.DataKeyDestroyed
+	37, // 9: alp.v1.Event.person_bound:type_name -> alp.v1.PersonBound
+	38, // 10: alp.v1.Event.person_updated:type_name -> alp.v1.PersonUpdated
+	39, // 11: alp.v1.Event.client_registered:type_name -> alp.v1.ClientRegistered
+	40, // 12: alp.v1.Event.vendor_attestation_bound:type_name -> alp.v1.VendorAttestationBound
+	41, // 13: alp.v1.Event.grant_issued:type_name -> alp.v1.GrantIssued
+	42, // 14: alp.v1.Event.refresh_token_rotated:type_name -> alp.v1.RefreshTokenRotated
+	43, // 15: alp.v1.Event.grant_revoked:type_name -> alp.v1.GrantRevoked
+	44, // 16: alp.v1.Event.person_agents_revoked:type_name -> alp.v1.PersonAgentsRevoked
+	45, // 17: alp.v1.Event.personal_access_token_issued:type_name -> alp.v1.PersonalAccessTokenIssued
+	46, // 18: alp.v1.Event.personal_access_token_revoked:type_name -> alp.v1.PersonalAccessTokenRevoked
+	23, // 19: alp.v1.Event.sealed_secret_created:type_name -> alp.v1.SealedSecretCreated
+	24, // 20: alp.v1.Event.idp_token_stored:type_name -> alp.v1.IdpTokenStored
+	25, // 21: alp.v1.Event.ledger_entry_appended:type_name -> alp.v1.LedgerEntryAppended
+	47, // 22: alp.v1.Event.person_rebound:type_name -> alp.v1.PersonRebound
+	48, // 23: alp.v1.Event.person_sessions_revoked:type_name -> alp.v1.PersonSessionsRevoked
+	49, // 24: alp.v1.Event.client_first_used:type_name -> alp.v1.ClientFirstUsed
+	50, // 25: alp.v1.Event.dynamic_client_expired:type_name -> alp.v1.DynamicClientExpired
+	51, // 26: alp.v1.Event.connection_requested:type_name -> alp.v1.ConnectionRequested
+	52, // 27: alp.v1.Event.connection_accepted:type_name -> alp.v1.ConnectionAccepted
+	53, // 28: alp.v1.Event.connection_declined:type_name -> alp.v1.ConnectionDeclined
+	54, // 29: alp.v1.Event.person_blocked:type_name -> alp.v1.PersonBlocked
+	55, // 30: alp.v1.Event.person_unblocked:type_name -> alp.v1.PersonUnblocked
+	56, // 31: alp.v1.Event.org_relationship_set:type_name -> alp.v1.OrgRelationshipSet
+	57, // 32: alp.v1.Event.message_type_registered:type_name -> alp.v1.MessageTypeRegistered
+	58, // 33: alp.v1.Event.rule_set_version_stored:type_name -> alp.v1.RuleSetVersionStored
+	19, // 34: alp.v1.Event.deliverable:type_name -> alp.v1.Deliverable
+	20, // 35: alp.v1.Event.inbox_acked:type_name -> alp.v1.InboxAcked
+	26, // 36: alp.v1.Event.outbox_item:type_name -> alp.v1.OutboxItem
+	27, // 37: alp.v1.Event.inbound_verified:type_name -> alp.v1.InboundVerified
+	28, // 38: alp.v1.Event.inbound_refused:type_name -> alp.v1.InboundRefused
+	29, // 39: alp.v1.Event.outbound_status:type_name -> alp.v1.OutboundStatus
+	31, // 40: alp.v1.Event.approval_requested:type_name -> alp.v1.ApprovalRequested
+	32, // 41: alp.v1.Event.approval_decided:type_name -> alp.v1.ApprovalDecided
+	33, // 42: alp.v1.Event.standing_rule_created:type_name -> alp.v1.StandingRuleCreated
+	34, // 43: alp.v1.Event.standing_rule_revoked:type_name -> alp.v1.StandingRuleRevoked
+	35, // 44: alp.v1.Event.notification_attempted:type_name -> alp.v1.NotificationAttempted
+	59, // 45: alp.v1.SendRequested.envelope:type_name -> alp.v1.Envelope
+	59, // 46: alp.v1.Decided.envelope:type_name -> alp.v1.Envelope
+	2,  // 47: alp.v1.Decided.outcome:type_name -> alp.v1.Outcome
+	14, // 48: alp.v1.Decided.reasons:type_name -> alp.v1.Reason
+	16, // 49: alp.v1.Decided.fields:type_name -> alp.v1.FieldVerdict
+	3,  // 50: alp.v1.FieldVerdict.action:type_name -> alp.v1.FieldAction
+	14, // 51: alp.v1.FieldVerdict.reasons:type_name -> alp.v1.Reason
+	4,  // 52: alp.v1.HeldItem.kind:type_name -> alp.v1.HeldKind
+	60, // 53: alp.v1.HeldItem.body:type_name -> alp.v1.SealedBody
+	60, // 54: alp.v1.TrustView.body:type_name -> alp.v1.SealedBody
+	59, // 55: alp.v1.Deliverable.envelope:type_name -> alp.v1.Envelope
+	2,  // 56: alp.v1.Deliverable.outcome:type_name -> alp.v1.Outcome
+	14, // 57: alp.v1.Deliverable.reasons:type_name -> alp.v1.Reason
+	16, // 58: alp.v1.Deliverable.fields:type_name -> alp.v1.FieldVerdict
+	18, // 59: alp.v1.Deliverable.views:type_name -> alp.v1.TrustView
+	17, // 60: alp.v1.Deliverable.held:type_name -> alp.v1.HeldItem
+	61, // 61: alp.v1.InboxAcked.agent_class:type_name -> alp.v1.TrustClass
+	5,  // 62: alp.v1.KeyLifecycle.purpose:type_name -> alp.v1.KeyPurpose
+	6,  // 63: alp.v1.KeyLifecycle.state:type_name -> alp.v1.KeyState
+	36, // 64: alp.v1.KeyLifecycle.created:type_name -> google.protobuf.Timestamp
+	36, // 65: alp.v1.KeyLifecycle.compromised_at:type_name -> google.protobuf.Timestamp
+	5,  // 66: alp.v1.SealedSecretCreated.purpose:type_name -> alp.v1.KeyPurpose
+	60, // 67: alp.v1.IdpTokenStored.sealed:type_name -> alp.v1.SealedBody
+	7,  // 68: alp.v1.OutboxItem.kind:type_name -> alp.v1.OutboxKind
+	59, // 69: alp.v1.OutboxItem.envelope:type_name -> alp.v1.Envelope
+	36, // 70: alp.v1.OutboxItem.queued:type_name -> google.protobuf.Timestamp
+	59, // 71: alp.v1.InboundVerified.envelope:type_name -> alp.v1.Envelope
+	60, // 72: alp.v1.InboundVerified.wire:type_name -> alp.v1.SealedBody
+	8,  // 73: alp.v1.OutboundStatus.state:type_name -> alp.v1.DeliveryState
+	4,  // 74: alp.v1.ApprovalRequested.kind:type_name -> alp.v1.HeldKind
+	30, // 75: alp.v1.ApprovalRequested.disclosed:type_name -> alp.v1.DisclosedField
+	60, // 76: alp.v1.ApprovalRequested.payload:type_name -> alp.v1.SealedBody
+	14, // 77: alp.v1.ApprovalRequested.reasons:type_name -> alp.v1.Reason
+	36, // 78: alp.v1.ApprovalRequested.expires:type_name -> google.protobuf.Timestamp
+	36, // 79: alp.v1.ApprovalRequested.created:type_name -> google.protobuf.Timestamp
+	4,  // 80: alp.v1.ApprovalDecided.kind:type_name -> alp.v1.HeldKind
+	9,  // 81: alp.v1.ApprovalDecided.state:type_name -> alp.v1.ApprovalState
+	36, // 82: alp.v1.StandingRuleCreated.expires:type_name -> google.protobuf.Timestamp
+	83, // [83:83] is the sub-list for method output_type
+	83, // [83:83] is the sub-list for method input_type
+	83, // [83:83] is the sub-list for extension type_name
+	83, // [83:83] is the sub-list for extension extendee
+	0,  // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_alp_v1_events_proto_init() }
@@ -2495,14 +4482,24 @@ func file_alp_v1_events_proto_init() {
 		(*Event_MessageTypeRegistered)(nil),
 		(*Event_RuleSetVersionStored)(nil),
 		(*Event_Deliverable)(nil),
+		(*Event_InboxAcked)(nil),
+		(*Event_OutboxItem)(nil),
+		(*Event_InboundVerified)(nil),
+		(*Event_InboundRefused)(nil),
+		(*Event_OutboundStatus)(nil),
+		(*Event_ApprovalRequested)(nil),
+		(*Event_ApprovalDecided)(nil),
+		(*Event_StandingRuleCreated)(nil),
+		(*Event_StandingRuleRevoked)(nil),
+		(*Event_NotificationAttempted)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_v1_events_proto_rawDesc), len(file_alp_v1_events_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   15,
+			NumEnums:      10,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

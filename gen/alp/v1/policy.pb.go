@@ -679,8 +679,12 @@ type OrgRelationshipSet struct {
 	//
 	//	*OrgRelationshipSet_SameOrg
 	//	*OrgRelationshipSet_RoleMayReceiveFrom
-	Rule          isOrgRelationshipSet_Rule `protobuf_oneof:"rule"`
-	Active        bool                      `protobuf:"varint,5,opt,name=active" json:"active,omitempty"`
+	Rule   isOrgRelationshipSet_Rule `protobuf_oneof:"rule"`
+	Active bool                      `protobuf:"varint,5,opt,name=active" json:"active,omitempty"`
+	// The x-alp-commits actions ("meeting") the relationship also
+	// pre-approves: a message that commits the recipient to one of them,
+	// between people this relationship covers, is delivered without asking.
+	Commits       []string `protobuf:"bytes,6,rep,name=commits" json:"commits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -759,6 +763,13 @@ func (x *OrgRelationshipSet) GetActive() bool {
 		return x.Active
 	}
 	return false
+}
+
+func (x *OrgRelationshipSet) GetCommits() []string {
+	if x != nil {
+		return x.Commits
+	}
+	return nil
 }
 
 type isOrgRelationshipSet_Rule interface {
@@ -1003,13 +1014,14 @@ const file_alp_v1_policy_proto_rawDesc = "" +
 	"\aSameOrg\"@\n" +
 	"\x12RoleMayReceiveFrom\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x16\n" +
-	"\x06domain\x18\x02 \x01(\tR\x06domain\"\xe4\x01\n" +
+	"\x06domain\x18\x02 \x01(\tR\x06domain\"\xfe\x01\n" +
 	"\x12OrgRelationshipSet\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x17\n" +
 	"\arule_id\x18\x02 \x01(\tR\x06ruleId\x12,\n" +
 	"\bsame_org\x18\x03 \x01(\v2\x0f.alp.v1.SameOrgH\x00R\asameOrg\x12O\n" +
 	"\x15role_may_receive_from\x18\x04 \x01(\v2\x1a.alp.v1.RoleMayReceiveFromH\x00R\x12roleMayReceiveFrom\x12\x16\n" +
-	"\x06active\x18\x05 \x01(\bR\x06activeB\x06\n" +
+	"\x06active\x18\x05 \x01(\bR\x06active\x12\x18\n" +
+	"\acommits\x18\x06 \x03(\tR\acommitsB\x06\n" +
 	"\x04rule\"s\n" +
 	"\x15MessageTypeRegistered\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +

@@ -185,13 +185,13 @@ func TestAG2ClientEndToEnd(t *testing.T) {
 		t.Error("conversation token not echoed")
 	}
 
-	// Plain AG2 chat is not an ALP send: a 4xx the client raises on, with
-	// English text saying what to send instead.
-	_, _, err = client.ask(map[string]any{"format": "text", "subformat": "english", "content": "How to use Python decorators?"})
-	var se *ag2Error
-	if !asErr(err, &se) || se.status != http.StatusUnprocessableEntity || !strings.Contains(se.body, "alp:") {
-		t.Errorf("plain chat: %v", err)
+	// Plain AG2 chat is not an ALP send: answered 200, as an NLIP end-point
+	// answers, with English text saying what this broker is and how to send.
+	text, _, err = client.ask(map[string]any{"format": "text", "subformat": "english", "content": "How to use Python decorators?"})
+	if err != nil || !strings.Contains(text, "ALP broker for "+tenant) || !strings.Contains(text, `"alp:`) {
+		t.Errorf("plain chat: %v, AG2 reads %q", err, text)
 	}
+	var se *ag2Error
 	// Without the Authorization header AG2 gets a 401 it raises on.
 	anon := &ag2Client{url: r.srv.URL}
 	if _, _, err := anon.ask(message); !asErr(err, &se) || se.status != http.StatusUnauthorized {

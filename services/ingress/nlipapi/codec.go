@@ -1,8 +1,6 @@
 package nlipapi
 
 import (
-	"errors"
-	"io"
 	"mime"
 	"net/http"
 
@@ -40,25 +38,6 @@ func requestMedia(r *http.Request) (string, *httpjson.Error) {
 	return "", newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "%s is not an NLIP media type; send %s or %s", mt, mediaJSON, mediaCBOR)
 }
 
-// readMessage reads and decodes the request body. The route's body limit
-// (httproute, the configured message size) already refused a body
-// announced as too large unread and cuts one that turns out too large.
-func (a *API) readMessage(r *http.Request, media string) (*nlip.Message, *httpjson.Error) {
-	data, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, newError(http.StatusRequestEntityTooLarge, "too_large", "the NLIP message is larger than %d bytes", mbe.Limit)
-		}
-		return nil, newError(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
-	}
-	m, err := decode(media, data, a.cfg.Message)
-	if err != nil {
-		return nil, classify(err)
-	}
-	return m, nil
-}
-
 func decode(media string, data []byte, lim nlip.Limits) (*nlip.Message, error) {
 	if media == mediaCBOR {
 		return nlip.DecodeCBOR(data, lim)
@@ -66,11 +45,19 @@ func decode(media string, data []byte, lim nlip.Limits) (*nlip.Message, error) {
 	return nlip.DecodeJSON(data, lim)
 }
 
+// replyLimits bound what the door encodes. An answer can hold more than a
+// request may (an item holds its fields twice, as text and structured, and
+// nests them a few levels deeper), so they are wider than the defaults;
+// a page of the inbox is cut to the configured message size (pageMessage).
+func replyLimits() nlip.Limits {
+	return nlip.Limits{MaxMessageBytes: 16 << 20, MaxContentBytes: 16 << 20, MaxContentDepth: 128}
+}
+
 func encode(media string, m *nlip.Message) ([]byte, error) {
 	if media == mediaCBOR {
-		return nlip.EncodeCBOR(m)
+		return nlip.EncodeCBORWithLimits(m, replyLimits())
 	}
-	return nlip.EncodeJSON(m)
+	return nlip.EncodeJSONWithLimits(m, replyLimits())
 }
 
 // replyMedia answers in the request's encoding (JSON when it is unknown).
@@ -79,19 +66,4 @@ func replyMedia(r *http.Request) string {
 		return mediaCBOR
 	}
 	return mediaJSON
-}
-
-// writeMessage writes an NLIP message as the HTTP answer.
-func writeMessage(w http.ResponseWriter, r *http.Request, status int, m *nlip.Message) {
-	media := replyMedia(r)
-	body, err := encode(media, m)
-	if err != nil {
-		// Our own replies always encode; if one does not, say so plainly.
-		http.Error(w, "internal error encoding the NLIP reply", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", media)
-	httpjson.NoStore(w.Header())
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }

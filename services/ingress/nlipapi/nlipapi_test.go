@@ -101,15 +101,21 @@ func TestErrorsAreNLIPWithTheirStatus(t *testing.T) {
 		status                         int
 		code                           string
 	}{
-		{"malformed JSON", "/nlip/", r.token, "application/json", []byte(`{"format":`), 400, "nlip_"},
-		{"no format", "/nlip/", r.token, "application/json", []byte(`{"subformat":"english","content":"x"}`), 400, "nlip_"},
-		{"no token", "/nlip/", "", "application/json", sendJSON("bo@other.example"), 401, ""},
+		{"malformed JSON", "/nlip/", r.token, "application/json", []byte(`{"format":`), 400, "nlip_malformed"},
+		{"no format", "/nlip/", r.token, "application/json", []byte(`{"subformat":"english","content":"x"}`), 400, "nlip_missing_field"},
+		// A value that is not JSON where a string belongs is malformed,
+		// not of the wrong type (issue 13, nlip-project's clients).
+		{"bare word in a string field", "/nlip/", r.token, "application/json", []byte(`{"format": x}`), 400, "nlip_malformed"},
+		{"number in a string field", "/nlip/", r.token, "application/json", []byte(`{"format": 1, "subformat":"english","content":"x"}`), 400, "nlip_invalid_type"},
+		{"no token", "/nlip/", "", "application/json", sendJSON("bo@other.example"), 401, "authentication_required"},
 		{"forged token", "/nlip/", r.token[:len(r.token)-4] + "AAAA", "application/json", sendJSON("bo@other.example"), 401, "invalid_token"},
 		{"no send scope", "/nlip/", readOnly, "application/json", sendJSON("bo@other.example"), 403, "insufficient_scope"},
 		{"too large", "/nlip/", r.token, "application/json", bytes.Repeat([]byte(" "), 5000), 413, "too_large"},
 		{"wrong content type", "/nlip/", r.token, "text/plain", sendJSON("bo@other.example"), 415, "unsupported_media_type"},
 		{"no content type", "/nlip/", r.token, "", sendJSON("bo@other.example"), 415, "unsupported_media_type"},
-		{"plain chat", "/nlip/", r.token, "application/json", []byte(`{"format":"text","subformat":"english","content":"hi"}`), 422, "not_an_alp_send"},
+		{"alp parts without alp messagetype", "/nlip/", r.token, "application/json",
+			[]byte(`{"format":"text","subformat":"english","content":"hi","submessages":[{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"}]}`),
+			422, "not_an_alp_send"},
 		{"no recipient", "/nlip/", r.token, "application/json",
 			[]byte(`{"messagetype":"alp:note/v1","format":"text","subformat":"english","content":"x","submessages":[{"label":"alp.body","format":"structured","subformat":"json","content":{}}]}`),
 			400, "invalid_alp_message"},
@@ -123,8 +129,8 @@ func TestErrorsAreNLIPWithTheirStatus(t *testing.T) {
 				t.Fatalf("status %d, want %d: %+v", resp.StatusCode, c.status, reply)
 			}
 			e := apiError(t, reply)
-			if code, _ := e["code"].(string); !strings.HasPrefix(code, c.code) {
-				t.Errorf("code %q, want %q…", code, c.code)
+			if code, _ := e["code"].(string); code != c.code {
+				t.Errorf("code %q, want %q", code, c.code)
 			}
 			if text, _ := reply.Content.Text(); text == "" || reply.Subformat != "english" {
 				t.Errorf("no English text: %+v", reply)
@@ -142,7 +148,7 @@ func TestErrorsAreNLIPWithTheirStatus(t *testing.T) {
 }
 
 func TestRateLimitPerAgent(t *testing.T) {
-	r := newRig(t, rigOptions{nlip: nlipapi.Config{PerAgent: ingress.Rate{Limit: 0.01, Burst: 2}}})
+	r := newRig(t, rigOptions{door: ingress.DoorConfig{PerAgent: ingress.Rate{Limit: 0.01, Burst: 2}}})
 	for i := range 2 {
 		if resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example")); resp.StatusCode != 200 {
 			t.Fatalf("request %d: %d %+v", i, resp.StatusCode, reply)
@@ -264,8 +270,8 @@ func TestAgentNMPHeaderCanOnlyLower(t *testing.T) {
 func TestPendingThenPoll(t *testing.T) {
 	// Without policy nothing decides: the send answers pending. (Its
 	// stream exists: ingress follows the message types on it.)
-	r := newRig(t, rigOptions{services: []string{"identity", "ingress"}, nlip: nlipapi.Config{DecisionWait: 50 * time.Millisecond},
-		streamsOf: []alpv1.Role{alpv1.Role_ROLE_POLICY}})
+	r := newRig(t, rigOptions{services: []string{"identity", "ingress"}, door: ingress.DoorConfig{DecisionWait: 50 * time.Millisecond},
+		streamsOf: []alpv1.Role{alpv1.Role_ROLE_POLICY, alpv1.Role_ROLE_APPROVALS}})
 	resp, reply := r.post(t, "/nlip/", r.token, "application/json", sendJSON("bo@other.example"))
 	res := result(t, reply)
 	if resp.StatusCode != http.StatusAccepted || res["outcome"] != "pending" || res["poll"] != publicURL+"/nlip/envelopes/"+res["envelope_id"].(string) {
@@ -331,7 +337,7 @@ func TestEnvelopeTooLargeForNATSIsRefused(t *testing.T) {
 		`{"label":"alp.to","format":"structured","subformat":"uri","content":"acct:bo@other.example"},` +
 		`{"label":"alp.body","format":"structured","subformat":"json","content":{"text":"secret-title-4711"}},` +
 		`{"label":"bulk","format":"structured","subformat":"json","content":[` + numbers + `]},` +
-		`{"label":"bulk2","format":"structured","subformat":"json","content":[` + numbers + `]}]}`)
+		`{"label":"bulk2","format":"structured","subformat":"json","content":[` + numbers + `]},` + convToken + `,` + authToken + `]}`)
 	if len(body) >= 1<<20 {
 		t.Fatalf("the request is %d bytes: it must be under the NLIP limit", len(body))
 	}
@@ -341,6 +347,7 @@ func TestEnvelopeTooLargeForNATSIsRefused(t *testing.T) {
 		resp.Header.Get("Retry-After") != "" || strings.Contains(e["message"].(string), "retry") {
 		t.Fatalf("%d %v (Retry-After %q), want 413 envelope_too_large without retry advice", resp.StatusCode, e, resp.Header.Get("Retry-After"))
 	}
+	echoed(t, reply)
 	if n := r.sendCount(t); n != before {
 		t.Errorf("%d events stored", n-before)
 	}

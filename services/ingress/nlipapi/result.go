@@ -22,6 +22,11 @@ type result struct {
 	NMPIgnored []string `json:"nmp_ignored,omitempty"`
 	// NMPConflicts are the NMP conflict rules the agent's signals trip.
 	NMPConflicts []string `json:"nmp_conflicts,omitempty"`
+	// Delivery: for a recipient at another broker, where it stands.
+	Delivery *ingress.Delivery `json:"delivery,omitempty"`
+	// Approval: for a recipient here asked to decide part of it, their
+	// decisions.
+	Approval *ingress.Approval `json:"approval,omitempty"`
 }
 
 // reason names the party and, where the sender may see it, its rule (the
@@ -56,7 +61,7 @@ func (a *API) result(o ingress.Outcome) *result {
 		r.Poll = a.cfg.PublicURL + "/nlip/envelopes/" + o.EnvelopeID
 		return r
 	}
-	r.Reasons = reasonsOf(o.Reasons)
+	r.Reasons, r.Delivery, r.Approval = reasonsOf(o.Reasons), o.Delivery, o.Approval
 	for _, f := range o.Fields {
 		r.Fields = append(r.Fields, field{Pointer: f.Pointer, Class: f.Class, Action: f.Action, Reasons: reasonsOf(f.Reasons)})
 	}
@@ -123,6 +128,27 @@ func (r *result) message() *nlip.Message {
 		if !strings.HasSuffix(text, ".") {
 			b.WriteString(".")
 		}
+	}
+	if d := r.Delivery; d != nil {
+		fmt.Fprintf(&b, " Delivery to the recipient's broker: %s", d.State)
+		if d.Code != "" {
+			fmt.Fprintf(&b, " (%s)", d.Code)
+		}
+		b.WriteString(".")
+	}
+	if ap := r.Approval; ap != nil {
+		fmt.Fprintf(&b, " The recipient's approval: %s", ap.State)
+		for i, it := range ap.Items {
+			sep := ", "
+			if i == 0 {
+				sep = " ("
+			}
+			fmt.Fprintf(&b, "%s%s %s", sep, strings.ReplaceAll(it.Kind, "_", " "), it.State)
+		}
+		if len(ap.Items) > 0 {
+			b.WriteString(")")
+		}
+		b.WriteString(".")
 	}
 	if r.Duplicate {
 		b.WriteString(" (A retry: the envelope was already submitted.)")

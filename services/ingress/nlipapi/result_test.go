@@ -14,7 +14,7 @@ import (
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/streams"
-	"github.com/alpd-project/alpd/services/ingress/nlipapi"
+	"github.com/alpd-project/alpd/services/ingress"
 )
 
 // fakePolicy answers every SendRequested on the rig's send stream with the
@@ -68,8 +68,8 @@ func verdict(pointer, class string, action alpv1.FieldAction, reasons ...*alpv1.
 // where the Decided names it — and says in English how many fields cross
 // and why the others do not.
 func TestAnswerCarriesFieldVerdicts(t *testing.T) {
-	r := newRig(t, rigOptions{services: []string{"identity", "ingress"}, nlip: nlipapi.Config{DecisionWait: 10 * time.Second},
-		streamsOf: []alpv1.Role{alpv1.Role_ROLE_POLICY}})
+	r := newRig(t, rigOptions{services: []string{"identity", "ingress"}, door: ingress.DoorConfig{DecisionWait: 10 * time.Second},
+		streamsOf: []alpv1.Role{alpv1.Role_ROLE_POLICY, alpv1.Role_ROLE_APPROVALS}})
 	allow := alpv1.FieldAction_FIELD_ACTION_ALLOW
 	deny := alpv1.FieldAction_FIELD_ACTION_DENY
 	fakePolicy(t, r, func(*alpv1.SendRequested) *alpv1.Decided {
@@ -138,8 +138,8 @@ func TestAnswerCarriesFieldVerdicts(t *testing.T) {
 // TestAnswerSentences: the English text of each outcome, from decisions
 // with fields and reasons.
 func TestAnswerSentences(t *testing.T) {
-	r := newRig(t, rigOptions{services: []string{"identity", "ingress"}, nlip: nlipapi.Config{DecisionWait: 10 * time.Second},
-		streamsOf: []alpv1.Role{alpv1.Role_ROLE_POLICY}})
+	r := newRig(t, rigOptions{services: []string{"identity", "ingress"}, door: ingress.DoorConfig{DecisionWait: 10 * time.Second},
+		streamsOf: []alpv1.Role{alpv1.Role_ROLE_POLICY, alpv1.Role_ROLE_APPROVALS}})
 	allow, deny, hold := alpv1.FieldAction_FIELD_ACTION_ALLOW, alpv1.FieldAction_FIELD_ACTION_DENY, alpv1.FieldAction_FIELD_ACTION_HOLD
 	decisions := make(chan *alpv1.Decided, 1)
 	fakePolicy(t, r, func(*alpv1.SendRequested) *alpv1.Decided { return <-decisions })

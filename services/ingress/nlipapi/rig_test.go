@@ -19,6 +19,7 @@ import (
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/identitystore"
 	"github.com/alpd-project/alpd/internal/nlip"
+	"github.com/alpd-project/alpd/services/ingress"
 	"github.com/alpd-project/alpd/services/ingress/nlipapi"
 )
 
@@ -42,6 +43,8 @@ type rig struct {
 type rigOptions struct {
 	services []string
 	nlip     nlipapi.Config
+	// door tunes the send path all doors share (rates, decision wait).
+	door ingress.DoorConfig
 	// log receives the broker's log (nil: discarded).
 	log *slog.Logger
 	// streamsOf are services that do not run here whose streams exist
@@ -51,7 +54,7 @@ type rigOptions struct {
 
 func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
-	br := brokertest.StartWithStreamsOf(t, broker.Config{Tenants: []string{tenant}, PublicURL: publicURL, Services: o.services, NLIP: o.nlip}, o.log, o.streamsOf...)
+	br := brokertest.StartWithStreamsOf(t, broker.Config{Tenants: []string{tenant}, PublicURL: publicURL, Services: o.services, NLIP: o.nlip, Door: o.door}, o.log, o.streamsOf...)
 	js, err := jetstream.New(br.NC)
 	if err != nil {
 		t.Fatal(err)

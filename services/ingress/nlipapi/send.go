@@ -10,6 +10,7 @@ import (
 
 	nlipv1 "github.com/alpd-project/alpd/gen/alp/nlip/v1"
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
+	"github.com/alpd-project/alpd/internal/agentauth"
 	"github.com/alpd-project/alpd/internal/envelope"
 	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/nlip"
@@ -24,8 +25,17 @@ const (
 	// Labeled submessages of a send.
 	labelTo        = "alp.to"          // structured/uri "acct:bob@example.com" (RFC 7565), or text
 	labelBody      = "alp.body"        // structured/json: the typed body, a JSON object
-	labelInReplyTo = "alp.in_reply_to" // text: the envelope id answered
+	labelInReplyTo = "alp.in_reply_to" // text: the envelope id answered (an inbox item's id: the reply goes to its sender)
+	labelFrom      = "alp.from"        // structured/uri or text: who the agent says sends; must be the credential's person
 	labelNMP       = "nmp"             // structured/json: the agent's NMP header (nmp_message)
+	// labelNamespace, then a dot, starts the label of every part alpd
+	// reads.
+	labelNamespace = "alp"
+	// Labeled submessages of the inbox's requests (docs/nlip.md): read
+	// the inbox (structured/json inboxQuery), acknowledge items
+	// (structured/json {"ids": [...]}, or one id as text).
+	labelInbox = "alp.inbox"
+	labelAck   = "alp.ack"
 	// Labeled submessages of replies.
 	labelResult = "alp.result"
 	labelError  = "alp.error"
@@ -43,15 +53,35 @@ type send struct {
 	nmp ingress.NMPReport
 }
 
-// parseSend reads an ALP send of snd out of m (authentication tokens
-// already stripped). headerKey is the Idempotency-Key header, if any.
-func (a *API) parseSend(snd ingress.Sender, m *nlip.Message, headerKey string) (*send, *httpjson.Error) {
+// parseSend reads an ALP send of snd out of m; pointers name its parts as
+// the agent sent them, and the stored header leaves its authentication
+// tokens out. headerKey is the Idempotency-Key header, if any. A
+// reply to an inbox item (alp.in_reply_to without alp.to) goes to the
+// item's sender.
+func (a *API) parseSend(ctx context.Context, snd ingress.Sender, m *nlip.Message, headerKey string) (*send, *httpjson.Error) {
 	typ := m.MessageType[len(typePrefix):]
 	if typ == "" || len(typ) > maxTypeLength || strings.IndexFunc(typ, notTypeRune) >= 0 {
 		return nil, pointed(http.StatusBadRequest, "invalid_alp_message", "/messagetype",
 			"the ALP message type after %q must be 1 to %d visible ASCII characters, e.g. alp:meeting.request/v1", typePrefix, maxTypeLength)
 	}
-	to, aerr := recipient(m)
+	replySM, replyAt, isReply := find(m, labelInReplyTo)
+	var inReplyTo string
+	if isReply {
+		s, isText := replySM.Content.Text()
+		if !isText || s == "" || len(s) > 64 {
+			return nil, pointed(http.StatusBadRequest, "invalid_alp_message", fmt.Sprintf("/submessages/%d/content", replyAt),
+				"%s must be the text of the envelope id answered (an inbox item's id)", labelInReplyTo)
+		}
+		inReplyTo = s
+	}
+	var to string
+	if _, _, named := find(m, labelTo); named || !isReply {
+		var aerr *httpjson.Error
+		if to, aerr = recipient(m); aerr != nil {
+			return nil, aerr
+		}
+	}
+	from, aerr := claimedSender(m)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -63,15 +93,7 @@ func (a *API) parseSend(snd ingress.Sender, m *nlip.Message, headerKey string) (
 	if aerr != nil {
 		return nil, aerr
 	}
-	env := &alpv1.Envelope{To: to, Type: typ, Body: body}
-	if sm, i, ok := find(m, labelInReplyTo); ok {
-		s, isText := sm.Content.Text()
-		if !isText || s == "" || len(s) > 64 {
-			return nil, pointed(http.StatusBadRequest, "invalid_alp_message", fmt.Sprintf("/submessages/%d/content", i),
-				"%s must be the text of the envelope id answered", labelInReplyTo)
-		}
-		env.InReplyTo = s
-	}
+	env := &alpv1.Envelope{To: to, From: from, Type: typ, Body: body, InReplyTo: inReplyTo}
 
 	s := &send{sub: ingress.Submission{Sender: snd, IdempotencyKey: key}}
 	if sm, i, ok := find(m, labelNMP); ok {
@@ -88,7 +110,24 @@ func (a *API) parseSend(snd ingress.Sender, m *nlip.Message, headerKey string) (
 		}
 		s.nmp = rep
 	}
-	envelope.SetNLIP(env, header(m))
+	if to == "" {
+		// Last, once the message is known to be a valid send: the
+		// item's sender, read from this person's inbox (so alp.read), where
+		// another person's item is not found, like one that does not
+		// exist.
+		to, _, err := a.s.ReplyTo(ctx, snd, inReplyTo)
+		if err != nil {
+			e := classify(err)
+			var scope *agentauth.Error
+			if !errors.As(err, &scope) {
+				e.Pointer = fmt.Sprintf("/submessages/%d/content", replyAt)
+			}
+			return nil, e
+		}
+		env.To = to
+	}
+	stripped, _ := m.WithoutAuthenticationTokens()
+	envelope.SetNLIP(env, header(stripped))
 	s.sub.Envelope = env
 	return s, nil
 }
@@ -132,6 +171,23 @@ func recipient(m *nlip.Message) (string, *httpjson.Error) {
 	}
 	return "", pointed(http.StatusBadRequest, "invalid_alp_message", fmt.Sprintf("/submessages/%d/content", i),
 		"the recipient must be an address person@domain (optionally as an acct: URI)")
+}
+
+// claimedSender is the sender the message names in alp.from, if any. The
+// broker never takes it (the sender is the credential's); ingress refuses
+// a message whose alp.from names anyone else (403 sender_mismatch).
+func claimedSender(m *nlip.Message) (string, *httpjson.Error) {
+	sm, i, ok := find(m, labelFrom)
+	if !ok {
+		return "", nil
+	}
+	if s, isText := sm.Content.Text(); isText {
+		if from, err := ingress.ParseRecipient(s); err == nil {
+			return from, nil
+		}
+	}
+	return "", pointed(http.StatusBadRequest, "invalid_alp_message", fmt.Sprintf("/submessages/%d/content", i),
+		"%s, when given, must be the sender's address person@domain (optionally as an acct: URI)", labelFrom)
 }
 
 func typedBody(m *nlip.Message) ([]byte, *httpjson.Error) {
@@ -181,23 +237,43 @@ func pointed(status int, code, pointer, format string, args ...any) *httpjson.Er
 }
 
 // exchange handles one decoded NLIP message from an admitted agent and
-// returns the reply and its HTTP status.
+// returns the reply and its HTTP status. The caller finishes the reply
+// (request.reply: the tokens).
 func (a *API) exchange(ctx context.Context, snd ingress.Sender, m *nlip.Message, headerKey string) (*nlip.Message, int, *httpjson.Error) {
 	if m.IsControl() {
-		return a.controlReply(m), http.StatusOK, nil
+		return a.controlReply(snd), http.StatusOK, nil
 	}
-	if !strings.HasPrefix(strings.ToLower(m.MessageType), typePrefix) {
+	// A message is one request: a send (messagetype alp:<type>), an
+	// inbox read (alp.inbox) or an acknowledgement (alp.ack).
+	isSend := strings.HasPrefix(strings.ToLower(m.MessageType), typePrefix)
+	inboxSM, inboxAt, isInbox := find(m, labelInbox)
+	ackSM, ackAt, isAck := find(m, labelAck)
+	switch {
+	case btoi(isSend)+btoi(isInbox)+btoi(isAck) > 1:
+		return nil, 0, pointed(http.StatusBadRequest, "invalid_alp_message", "/submessages",
+			"one request per message: a send (messagetype %q<type>), an inbox read (%q) or an acknowledgement (%q)", typePrefix, labelInbox, labelAck)
+	case isInbox:
+		reply, aerr := a.inboxRequest(ctx, snd, inboxSM, inboxAt)
+		return reply, http.StatusOK, aerr
+	case isAck:
+		reply, aerr := a.ackRequest(ctx, snd, ackSM, ackAt)
+		return reply, http.StatusOK, aerr
+	case !isSend && !hasALPParts(m):
+		// Plain NLIP, what every NLIP client sends first ("hello"):
+		// answered as an NLIP end-point answers, with what it is.
+		return a.aboutReply(snd), http.StatusOK, nil
+	case !isSend:
 		return nil, 0, pointed(http.StatusUnprocessableEntity, "not_an_alp_send", "/messagetype",
 			"alpd relays typed ALP messages: set messagetype to %q followed by the ALP type (e.g. alp:meeting.request/v1), "+
-				"the recipient in %q and the body in %q (see docs/nlip.md)", typePrefix, labelTo, labelBody)
+				"the recipient in %q and the body in %q; read the inbox with a part labeled %q, acknowledge with %q (see docs/nlip.md)",
+			typePrefix, labelTo, labelBody, labelInbox, labelAck)
 	}
 	// Before the message is read further: a credential that may not send
 	// hears that first.
 	if err := a.door.MaySend(snd); err != nil {
 		return nil, 0, classify(err)
 	}
-	stripped, _ := m.WithoutAuthenticationTokens()
-	s, aerr := a.parseSend(snd, stripped, headerKey)
+	s, aerr := a.parseSend(ctx, snd, m, headerKey)
 	if aerr != nil {
 		return nil, 0, aerr
 	}
@@ -217,9 +293,25 @@ func (a *API) exchange(ctx context.Context, snd ingress.Sender, m *nlip.Message,
 	}
 	res := a.result(o)
 	res.NMPIgnored, res.NMPConflicts = s.nmp.Ignored, s.nmp.Conflicts
-	reply := res.message()
-	nlip.EchoTokens(m, reply)
-	return reply, status(o), nil
+	return res.message(), status(o), nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// hasALPParts reports whether m has a submessage labeled for alpd: then it
+// was meant as a request to the broker, not plain NLIP.
+func hasALPParts(m *nlip.Message) bool {
+	for _, sm := range m.Submessages {
+		if ns, _, ok := strings.Cut(sm.Label, "."); ok && strings.EqualFold(ns, labelNamespace) {
+			return true
+		}
+	}
+	return false
 }
 
 // status is the HTTP status of an outcome: 202 while pending.
@@ -228,25 +320,6 @@ func status(o ingress.Outcome) int {
 		return http.StatusOK
 	}
 	return http.StatusAccepted
-}
-
-// controlReply answers a control message (ECMA-430 §6.3: a control message
-// gets a control reply) with what this endpoint does.
-func (a *API) controlReply(req *nlip.Message) *nlip.Message {
-	m := nlip.NewMessage(nlip.Text("english", "alpd relays typed ALP messages between people's agents. "+
-		"Send messagetype \"alp:<type>\" with the recipient in \""+labelTo+"\" and the typed body in \""+labelBody+"\"."))
-	m.MessageType = "control"
-	m.Add(structured("alp.capabilities", map[string]any{
-		"send":         map[string]any{"messagetype_prefix": typePrefix, "to": labelTo, "body": labelBody, "in_reply_to": labelInReplyTo, "nmp": labelNMP},
-		"idempotency":  map[string]any{"token_subformat": idempotencySubformat, "http_header": "Idempotency-Key"},
-		"encodings":    []string{mediaJSON, mediaCBOR},
-		"max_bytes":    a.cfg.Message.MaxMessageBytes,
-		"poll":         a.cfg.PublicURL + "/nlip/envelopes/{id}",
-		"websocket":    []string{"/nlip/ws", "/nlip/ws/text"},
-		"auth_schemes": []string{"Bearer"},
-	}))
-	nlip.EchoTokens(req, m)
-	return m
 }
 
 // structured is a structured/json submessage of our own values (maps,

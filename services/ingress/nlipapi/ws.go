@@ -3,23 +3,18 @@ package nlipapi
 import (
 	"context"
 	"errors"
-	"github.com/alpd-project/alpd/internal/httpjson"
 	"io"
 	"net/http"
-	"net/url"
-	"path"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 	"golang.org/x/time/rate"
 
+	"github.com/alpd-project/alpd/internal/httpjson"
 	"github.com/alpd-project/alpd/internal/nlip"
 	"github.com/alpd-project/alpd/services/ingress"
 )
-
-// writeTimeout bounds sending one reply frame.
-const writeTimeout = 10 * time.Second
 
 // cborFallback is ECMA-432 §11's answer to a frame that is not CBOR.
 const cborFallback = "CBOR decoding failed. Fallback to text recommended."
@@ -28,25 +23,29 @@ const cborFallback = "CBOR decoding failed. Fallback to text recommended."
 // binary frame, ECMA-432) and /nlip/ws/text (one JSON NLIP message per text
 // frame, the standard's fallback). Only bearer authentication: no cookies,
 // so a page on another origin cannot ride a person's session; browser
-// origins must still be allowed.
+// origins must still be allowed. A credential with alp.read also gets the
+// person's inbox pushed (push.go).
 func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request, text bool) {
+	// The handshake is a GET: no message, no tokens to echo.
+	q := unread(replyMedia(r))
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
-		writeError(w, r, newError(http.StatusMethodNotAllowed, "method_not_allowed", "open the NLIP WebSocket with GET"))
+		a.fail(w, r, q, newError(http.StatusMethodNotAllowed, "method_not_allowed", "open the NLIP WebSocket with GET"))
 		return
 	}
-	if aerr := a.checkOrigin(r); aerr != nil {
-		writeError(w, r, aerr)
+	// Requests without Origin are not from a browser.
+	if origin := r.Header.Get("Origin"); origin != "" && !a.originAllowed(r) {
+		a.fail(w, r, q, newError(http.StatusForbidden, "origin_not_allowed", "WebSocket connections from origin %q are not allowed", origin))
 		return
 	}
 	snd, aerr := a.authenticate(r)
 	if aerr != nil {
-		writeError(w, r, aerr)
+		a.fail(w, r, q, aerr)
 		return
 	}
 	release, aerr := a.ws.admit(snd)
 	if aerr != nil {
-		writeError(w, r, aerr)
+		a.fail(w, r, q, aerr)
 		return
 	}
 	defer release()
@@ -62,37 +61,25 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request, text bool) 
 	// message's buffer is drawn from the shared budget (wsLimits.read).
 	c.SetReadLimit(int64(a.cfg.Message.MaxMessageBytes))
 	conn := &wsConn{api: a, c: c, frame: websocket.MessageBinary, media: mediaCBOR, authorization: r.Header.Get("Authorization"),
-		rate: rate.NewLimiter(rate.Limit(a.cfg.WSMessageRate.Limit), a.cfg.WSMessageRate.Burst)}
+		rate:     rate.NewLimiter(rate.Limit(a.cfg.WSMessageRate.Limit), a.cfg.WSMessageRate.Burst),
+		pongWait: a.cfg.WSWriteTimeout + a.decisionWait()}
 	if text {
 		conn.frame, conn.media = websocket.MessageText, mediaJSON
 	}
-	conn.serve(r.Context())
+	ctx, cancel := context.WithCancel(r.Context())
+	var pusher sync.WaitGroup
+	if a.door.MayRead(snd) == nil {
+		conn.watching = true
+		pusher.Go(func() { conn.push(ctx, ingress.InboxAgent(snd)) })
+	}
+	conn.serve(ctx)
+	cancel()
+	pusher.Wait()
 }
 
-// checkOrigin allows requests without Origin (not from a browser), from
-// the broker's own host, and from the configured patterns.
-func (a *API) checkOrigin(r *http.Request) *httpjson.Error {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return nil
-	}
-	u, err := url.Parse(origin)
-	if err == nil && u.Host != "" {
-		if strings.EqualFold(u.Host, r.Host) {
-			return nil
-		}
-		for _, pat := range a.cfg.AllowedOrigins {
-			target := u.Host
-			if strings.Contains(pat, "://") {
-				target = u.Scheme + "://" + u.Host
-			}
-			if ok, _ := path.Match(strings.ToLower(pat), strings.ToLower(target)); ok {
-				return nil
-			}
-		}
-	}
-	return newError(http.StatusForbidden, "origin_not_allowed", "WebSocket connections from origin %q are not allowed", origin)
-}
+// decisionWait is how long a send on a WebSocket may wait for policy's
+// decision, while the connection reads nothing.
+func (a *API) decisionWait() time.Duration { return a.door.DecisionWait() }
 
 // wsConn is one agent's WebSocket.
 type wsConn struct {
@@ -103,14 +90,26 @@ type wsConn struct {
 	media         string
 	authorization string
 	rate          *rate.Limiter
+	// watching: the inbox is pushed (push.go), whose pings keep the
+	// connection instead of the idle timeout. pongWait bounds waiting for
+	// the agent to show it read what was pushed.
+	watching bool
+	pongWait time.Duration
+	// checked is when the pusher last found the credential valid (its
+	// goroutine's alone).
+	checked time.Time
 }
 
 func (w *wsConn) serve(ctx context.Context) {
 	for {
 		// Closing from a timer (not a read deadline, which would drop the
-		// connection without a close frame) tells the agent why.
+		// connection without a close frame) tells the agent why. A
+		// connection that only listens to pushes sends nothing: the
+		// pusher's pings keep it instead.
 		idle := time.AfterFunc(w.api.cfg.WSIdleTimeout, func() {
-			w.c.Close(websocket.StatusPolicyViolation, "idle timeout")
+			if !w.watching {
+				w.c.Close(websocket.StatusPolicyViolation, "idle timeout")
+			}
 		})
 		typ, r, err := w.c.Reader(ctx)
 		idle.Stop()
@@ -118,7 +117,7 @@ func (w *wsConn) serve(ctx context.Context) {
 			// Closed by the agent or the idle timer: nothing more to say.
 			return
 		}
-		reply, closeWith, err := w.handle(ctx, typ, r)
+		q, reply, closeWith, err := w.handle(ctx, typ, r)
 		if err != nil {
 			// The connection failed mid-message: closed by the agent, the
 			// read timer, or the library after a frame over the read
@@ -128,7 +127,7 @@ func (w *wsConn) serve(ctx context.Context) {
 		if reply == nil {
 			continue // answered already
 		}
-		if err := w.write(ctx, reply); err != nil {
+		if err := w.write(ctx, q, reply); err != nil {
 			return
 		}
 		if closeWith != "" {
@@ -138,11 +137,12 @@ func (w *wsConn) serve(ctx context.Context) {
 	}
 }
 
-// handle answers one message, whose first frame has arrived. closeWith,
-// when set, ends the connection after the reply (the credential no longer
-// holds); a nil reply was sent already; an error means the connection is
-// gone.
-func (w *wsConn) handle(ctx context.Context, typ websocket.MessageType, r io.Reader) (reply *nlip.Message, closeWith string, err error) {
+// handle answers one message, whose first frame has arrived: the reply to
+// q. closeWith, when set, ends the connection after the reply (the
+// credential no longer holds); a nil reply was sent already; an error
+// means the connection is gone. A message refused on its first frame is
+// never read, so its answer has no tokens to echo.
+func (w *wsConn) handle(ctx context.Context, typ websocket.MessageType, r io.Reader) (q *request, reply *nlip.Message, closeWith string, err error) {
 	// Once begun, a message must arrive whole in time: a sender that
 	// trickles a large frame holds a buffer, or at least a connection.
 	slow := time.AfterFunc(w.api.cfg.WSReadTimeout, func() {
@@ -151,34 +151,34 @@ func (w *wsConn) handle(ctx context.Context, typ websocket.MessageType, r io.Rea
 	defer slow.Stop()
 	in, err := w.receive(ctx, typ, r)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	if in.refused != nil {
+		q := unread(w.media)
 		if in.closeWith != "" {
-			return errorMessage(in.refused), in.closeWith, nil
+			return q, errorMessage(in.refused), in.closeWith, nil
 		}
 		// Answer at once, then drop the rest of the message as it comes,
 		// keeping none of it.
-		if err := w.write(ctx, errorMessage(in.refused)); err != nil {
-			return nil, "", err
+		if err := w.write(ctx, q, errorMessage(in.refused)); err != nil {
+			return nil, nil, "", err
 		}
-		return nil, "", w.api.ws.discard(r)
+		return nil, nil, "", w.api.ws.discard(r)
 	}
 	slow.Stop()
 	defer w.api.ws.give(personKey(in.snd), in.held)
-	m, err := decode(w.media, in.data, w.api.cfg.Message)
-	if err != nil {
-		e := classify(err)
+	q = decodeRequest(w.media, in.data, w.api.cfg.Message)
+	if e := q.refused; e != nil {
 		if w.media == mediaCBOR {
 			e.Message = cborFallback + " (" + e.Message + ")"
 		}
-		return errorMessage(e), "", nil
+		return q, errorMessage(e), "", nil
 	}
-	reply, _, aerr := w.api.exchange(ctx, in.snd, m, "")
+	reply, _, aerr := w.api.exchange(ctx, in.snd, q.msg, "")
 	if aerr != nil {
-		return errorMessage(aerr), "", nil
+		return q, errorMessage(aerr), "", nil
 	}
-	return reply, "", nil
+	return q, reply, "", nil
 }
 
 // incoming is one message read whole, or why it was refused.
@@ -230,12 +230,17 @@ func (w *wsConn) receive(ctx context.Context, typ websocket.MessageType, r io.Re
 	return incoming{snd: snd, data: data, held: held}, nil
 }
 
-func (w *wsConn) write(ctx context.Context, m *nlip.Message) error {
-	data, err := encode(w.media, m)
+// write sends m as the answer to q: with q's tokens, as on HTTP
+// (API.write).
+func (w *wsConn) write(ctx context.Context, q *request, m *nlip.Message) error {
+	data, err := encode(w.media, q.reply(m))
 	if err != nil {
-		return err
+		// Without the echo rather than not at all (API.write).
+		if data, err = encode(w.media, m); err != nil {
+			return err
+		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	wctx, cancel := context.WithTimeout(ctx, w.api.cfg.WSWriteTimeout)
 	defer cancel()
 	return w.c.Write(wctx, w.frame, data)
 }

@@ -46,12 +46,12 @@ func TestWebSocketFloodMemoryBounded(t *testing.T) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("needs /proc/self/status for the resident set size")
 	}
-	r := newRig(t, rigOptions{})
 	// The socket caps and the agents' rates (a handshake and a message
 	// per socket) must let the flood in (8 × 25 = 200), and no timer may
 	// end it while it is measured.
+	flood := ingress.Rate{Limit: 100, Burst: 2 * floodPerPerson}
+	r := newRig(t, rigOptions{door: ingress.DoorConfig{PerAgent: flood, PerPerson: flood}})
 	api, srv := r.ownAPI(t, nlipapi.Config{WSMaxPerAgent: floodPerPerson, WSMaxPerPerson: floodPerPerson,
-		PerAgent: ingress.Rate{Limit: 100, Burst: 2 * floodPerPerson}, PerPerson: ingress.Rate{Limit: 100, Burst: 2 * floodPerPerson},
 		WSReadTimeout: 5 * time.Minute, WSIdleTimeout: 5 * time.Minute})
 	var tokens []string
 	for i := range floodPersons {

@@ -138,7 +138,10 @@ func TestWebSocketRefusals(t *testing.T) {
 
 func TestWebSocketIdleAndRate(t *testing.T) {
 	r := newRig(t, rigOptions{nlip: nlipapi.Config{WSIdleTimeout: 300 * time.Millisecond, WSMessageRate: ingress.Rate{Limit: 0.01, Burst: 1}}})
-	c, _, err := r.dial(t, "/nlip/ws/text", r.token, "")
+	// Without alp.read: a connection that watches the inbox is kept by
+	// pings instead (TestWatchingWebSocketKeepsAlive).
+	sendOnly := r.mint(t, "agent-send-only", accesstoken.ClassConsumer, "alp.send")
+	c, _, err := r.dial(t, "/nlip/ws/text", sendOnly, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,9 @@ type wsLimits struct {
 	heldBy   map[string]int64
 
 	received atomic.Int64
+	// pushed counts inbox items pushed; tooSlow the connections closed
+	// for not keeping up with them.
+	pushed, tooSlow atomic.Int64
 }
 
 // personShare is the part of the read budget one person may hold.
@@ -244,6 +247,9 @@ type WebSocketStats struct {
 	// ReceivedBytes counts message bytes read since the start, kept or
 	// discarded.
 	ReceivedBytes int64
+	// PushedItems counts inbox items pushed since the start;
+	// ClosedTooSlow the connections closed for not reading them in time.
+	PushedItems, ClosedTooSlow int64
 }
 
 // WebSocketStats reports the WebSocket connections' counts and buffers.
@@ -251,5 +257,6 @@ func (a *API) WebSocketStats() WebSocketStats {
 	l := a.ws
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return WebSocketStats{Open: l.open, BufferedBytes: l.held, ReceivedBytes: l.received.Load()}
+	return WebSocketStats{Open: l.open, BufferedBytes: l.held, ReceivedBytes: l.received.Load(),
+		PushedItems: l.pushed.Load(), ClosedTooSlow: l.tooSlow.Load()}
 }

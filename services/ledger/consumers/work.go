@@ -6,7 +6,7 @@
 //
 // The ledger's work queue <NS>_LEDGER_WORK is a WorkQueue stream sourced
 // from the streams the ledger reads (send requests, policy's decisions and
-// deliverables, identity's erasures).
+// deliverables, identity's erasures, agents' inbox acknowledgements).
 // Each source carries a subject transform that appends the person's
 // partition as a last token, computed by NATS itself with the
 // partition(n, tenant, person) mapping (FNV-1a of the two tokens, modulo
@@ -17,9 +17,10 @@
 //	alp.decided.<tenant>.<sender>.<envelope>   → alp.decided.<tenant>.<sender>.<envelope>.<p>
 //	alp.deliver.<tenant>.<recipient>.<envelope> → alp.deliver.<tenant>.<recipient>.<envelope>.<p>
 //	alp.identity.<tenant>.erasure.<person>     → alp.identity.<tenant>.erasure.<person>.<p>
+//	alp.inbox.<tenant>.<recipient>.ack.<agent>.<envelope> → ….<envelope>.<p>
 //
 // Partition p has one durable consumer, <NS>_LEDGER_P<p>, filtering on the
-// four subjects ending in .<p>, so every event of one person goes through
+// five subjects ending in .<p>, so every event of one person goes through
 // one consumer, in stream order, and events of different persons are
 // written in parallel. Replicas of the ledger share the consumers; the
 // appends themselves never fork a log whoever makes them (jsstore), so

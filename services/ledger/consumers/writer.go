@@ -17,7 +17,9 @@ import (
 	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
 	"github.com/alpd-project/alpd/internal/ledgerlog"
+	"github.com/alpd-project/alpd/internal/msgtypes"
 	"github.com/alpd-project/alpd/internal/seal"
+	"github.com/alpd-project/alpd/services/ledger/receipts"
 	"github.com/alpd-project/alpd/services/ledger/secrets"
 	"github.com/alpd-project/alpd/services/ledger/storage/jsstore"
 )
@@ -26,6 +28,8 @@ import (
 type Writer struct {
 	Store   *jsstore.Store
 	Secrets *secrets.Store
+	// Receipts signs the receipt of a same-broker delivery.
+	Receipts *receipts.Issuer
 	// Sealer opens the envelope bodies (the data-key bucket).
 	Sealer  *seal.Sealer
 	Tenants alp.Tenants
@@ -33,12 +37,17 @@ type Writer struct {
 
 	uncommitted *prometheus.CounterVec
 	erasures    prometheus.Counter
+	unreceipted *prometheus.CounterVec
 
 	// watchers wait, by source event id, for this process to append that
 	// event's leaf: a decision handled beside its envelope's SendRequested
 	// (another worker of the partition) waits for it in memory.
 	mu       sync.Mutex
 	watchers map[string][]chan struct{}
+	// sent remembers the commitments of the envelope entries this process
+	// appended lately, for the same-broker delivery that follows them
+	// (exchange.go), so it need not read them back from the log.
+	sent recentCommitments
 }
 
 // Register adds the writer's metrics to reg.
@@ -50,7 +59,11 @@ func (w *Writer) Register(reg prometheus.Registerer) error {
 	w.erasures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "alpd_ledger_secrets_erased_total", Help: "Persons' ledger secrets erased after their data key was destroyed.",
 	})
-	for _, c := range []prometheus.Collector{w.uncommitted, w.erasures} {
+	w.unreceipted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "alpd_ledger_deliveries_without_receipt_total",
+		Help: "Deliveries recorded without a commitment to give a receipt for, by reason (same broker — sender_uncommitted: the sender's envelope entry has no commitment, e.g. erased first; sender_unrecorded: the sender's log has no entry for the envelope; from another broker — sender_gave_none: the envelope carries no sender commitment; sender_commitment_invalid: a malformed one).",
+	}, []string{"reason"})
+	for _, c := range []prometheus.Collector{w.uncommitted, w.erasures, w.unreceipted} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("ledger: register metrics: %w", err)
 		}
@@ -69,6 +82,12 @@ func (w *Writer) Handle(ctx context.Context, d bus.Delivery) error {
 		return w.deliverable(ctx, d, body.Deliverable)
 	case *alpv1.Event_DataKeyDestroyed:
 		return w.erase(ctx, d.Event, body.DataKeyDestroyed)
+	case *alpv1.Event_InboxAcked:
+		return w.inboxAcked(ctx, d, body.InboxAcked)
+	case *alpv1.Event_OutboundStatus:
+		return w.outboundStatus(ctx, d, body.OutboundStatus)
+	case *alpv1.Event_ApprovalRequested, *alpv1.Event_ApprovalDecided, *alpv1.Event_StandingRuleCreated, *alpv1.Event_StandingRuleRevoked:
+		return w.approvalEvent(ctx, d)
 	default:
 		return bus.Permanent(fmt.Errorf("ledger: cannot handle %s", bus.Kind(d.Event)))
 	}
@@ -108,6 +127,7 @@ func (w *Writer) sendRequested(ctx context.Context, d bus.Delivery, req *alpv1.S
 		w.uncommitted.WithLabelValues(reason).Inc()
 		w.Logger.Info("ledger entry without commitment", "tenant", tenant, "envelope_id", env.GetId(), "reason", reason)
 	}
+	var commitment string
 	entry := ledgerlog.Entry{
 		V: ledgerlog.EntryVersion, Log: ledgerlog.Origin(tenant, person), Kind: ledgerlog.KindSendRequested,
 		SourceEvent: ev.GetHeader().GetEventId(), EnvelopeID: env.GetId(), Counterparty: Counterparty(env.GetTo()),
@@ -123,6 +143,7 @@ func (w *Writer) sendRequested(ctx context.Context, d bus.Delivery, req *alpv1.S
 				e.Commitment = ledgerlog.Commit(sec.Salt(env.GetId(), index), *digest)
 				opening = sec.SealOpening(env.GetId(), index, digest[:])
 			}
+			commitment = e.Commitment
 			leaf, err := e.Canonical()
 			if err != nil {
 				return nil, nil, bus.Permanent(err)
@@ -135,8 +156,14 @@ func (w *Writer) sendRequested(ctx context.Context, d bus.Delivery, req *alpv1.S
 	if d.Repeat {
 		r.Since = occurred
 	}
-	if _, err = w.Store.Append(ctx, r); err != nil {
+	res, err := w.Store.Append(ctx, r)
+	if err != nil {
 		return err
+	}
+	if !res.Duplicate && commitment != "" {
+		// Built for the index it was stored at (Append returned after the
+		// last Build, which its result's channel orders).
+		w.sent.put(tenant, person, env.GetId(), commitment)
 	}
 	w.appended(ev.GetHeader().GetEventId())
 	return nil
@@ -241,6 +268,8 @@ var ErrEnvelopeNotRecorded = errors.New("ledger: the envelope's entry is not in 
 // decided appends the sender's policy.decided entry: the outcome, every
 // field's verdict with each party's reasons as the sender may see them,
 // and the rule versions — after the envelope's envelope.send_requested.
+// For a recipient who is another person of this broker it then records
+// the delivery's receipt in both logs (exchange.go).
 func (w *Writer) decided(ctx context.Context, d bus.Delivery, dec *alpv1.Decided) error {
 	ev := d.Event
 	tenant, person, env := ev.GetHeader().GetTenant(), dec.GetSenderPersonId(), dec.GetEnvelope()
@@ -251,6 +280,18 @@ func (w *Writer) decided(ctx context.Context, d bus.Delivery, dec *alpv1.Decided
 	since := occurred
 	if c := env.GetCreated(); c != nil {
 		since = c.AsTime()
+	}
+	if env.GetType() == msgtypes.ConnectionAccept && ev.GetHeader().GetCausationId() == "" {
+		// The broker's own notice on the person's behalf (policy decided it
+		// without a SendRequested): its decision is also its sending, so
+		// the log gets the envelope entry an agent's send would have made
+		// (committing to the body), once.
+		send := &alpv1.Event{Header: &alpv1.EventHeader{Type: "send_requested", EventId: bus.HashID("notice_send", ev.GetHeader().GetEventId()),
+			Tenant: tenant, Occurred: ev.GetHeader().GetOccurred(), ProducerRole: ev.GetHeader().GetProducerRole()}}
+		if err := w.sendRequested(ctx, bus.Delivery{Event: send, Subject: d.Subject, Metadata: d.Metadata, Repeat: d.Repeat},
+			&alpv1.SendRequested{Envelope: env, SenderPersonId: person}); err != nil {
+			return err
+		}
 	}
 	if cause := ev.GetHeader().GetCausationId(); cause != "" && time.Since(occurred) < orderFresh &&
 		occurred.Sub(since) < orderRace && (d.Metadata == nil || d.Metadata.NumDelivered < orderDeliveries) {
@@ -263,7 +304,10 @@ func (w *Writer) decided(ctx context.Context, d bus.Delivery, dec *alpv1.Decided
 		Outcome: outcomeNames[dec.GetOutcome()], Reasons: reasonsOf(dec.GetReasons(), true),
 		Fields: verdictsOf(dec.GetFields()), RuleVersions: dec.GetRuleVersions(),
 	}
-	return w.appendDecision(ctx, d, tenant, person, env.GetId(), occurred, entry)
+	if err := w.appendDecision(ctx, d, tenant, person, env.GetId(), occurred, entry); err != nil {
+		return err
+	}
+	return w.exchange(ctx, d, tenant, person, dec)
 }
 
 // deliverable appends the recipient's policy.deliverable entry: the
@@ -275,6 +319,11 @@ func (w *Writer) deliverable(ctx context.Context, d bus.Delivery, dl *alpv1.Deli
 	tenant, person, env := ev.GetHeader().GetTenant(), dl.GetRecipientPersonId(), dl.GetEnvelope()
 	if err := w.checkDecision(d, tenant, person, env.GetId()); err != nil {
 		return err
+	}
+	if dl.GetOriginBroker() != "" {
+		if err := w.receivedRemote(ctx, d, tenant, person, dl); err != nil {
+			return err
+		}
 	}
 	entry := ledgerlog.Entry{
 		Kind: ledgerlog.KindDeliverable, Counterparty: Counterparty(env.GetFrom()),

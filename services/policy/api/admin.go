@@ -132,7 +132,8 @@ func (a *API) getOrgRules(w http.ResponseWriter, r *http.Request) {
 
 // putOrgRules is PUT /v1/admin/relationships {"rules": [...]}: the
 // organization's pre-approved relationships become exactly the list
-// (rules not in it are lifted). Every rule is checked before any is set,
+// (rules not in it are lifted), each with the commit actions it also
+// pre-approves ("commits": ["meeting"], sorted and deduplicated). Every rule is checked before any is set,
 // so a bad one changes nothing; each change is its own event, so a write
 // cut short (NATS gone) is finished by sending it again.
 func (a *API) putOrgRules(w http.ResponseWriter, r *http.Request) {
@@ -160,7 +161,16 @@ func (a *API) putOrgRules(w http.ResponseWriter, r *http.Request) {
 			a.fail(w, r, e)
 			return
 		}
-		want[relationships.OrgRuleID(c.Tenant, norm)] = norm
+		id := relationships.OrgRuleID(c.Tenant, norm)
+		if _, twice := want[id]; twice {
+			// Its commits are one list: two would leave which one counts
+			// to the order of the body.
+			e := badRequest("the same relationship twice; list its commits once")
+			e.Pointer = "/rules/" + itoa(uint64(i))
+			a.fail(w, r, e)
+			return
+		}
+		want[id] = norm
 	}
 	have, err := a.o.Relationships.OrgRules(c.Tenant)
 	if err != nil {

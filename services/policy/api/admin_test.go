@@ -163,6 +163,37 @@ func TestAdminRelationships(t *testing.T) {
 	want(t, "oversized", adm.write(http.MethodPut, "/v1/admin/relationships", []byte(`{"rules":[`+strings.Repeat(`{"kind":"same_org"},`, 4000)+`{"kind":"same_org"}]}`)), http.StatusRequestEntityTooLarge, "body_too_large")
 	s.unchanged("refused relationships", before)
 
+	want(t, "a bad commit action", adm.write(http.MethodPut, "/v1/admin/relationships", []byte(`{"rules":[{"kind":"same_org","commits":["Meeting"]}]}`)), http.StatusBadRequest, "invalid_request")
+	want(t, "too many commit actions", adm.write(http.MethodPut, "/v1/admin/relationships", []byte(`{"rules":[{"kind":"same_org","commits":["a","b","c","d","e","f","g","h","i"]}]}`)), http.StatusBadRequest, "invalid_request")
+	a = adm.write(http.MethodPut, "/v1/admin/relationships", []byte(`{"rules":[{"kind":"same_org"},{"kind":"same_org","commits":["meeting"]}]}`))
+	want(t, "one relationship twice", a, http.StatusBadRequest, "invalid_request")
+	if a.decode(t, &p); p.Pointer != "/rules/1" {
+		t.Errorf("twice: pointer %q, want /rules/1", p.Pointer)
+	}
+	s.unchanged("refused commits", before)
+
+	// Commit actions: validated, sorted, deduplicated; changing them
+	// changes the same rule.
+	var withCommits struct {
+		Rules []struct {
+			ID      string   `json:"id"`
+			Commits []string `json:"commits"`
+		} `json:"rules"`
+	}
+	a = adm.write(http.MethodPut, "/v1/admin/relationships", []byte(`{"rules":[{"kind":"same_org","commits":["payment","meeting","meeting"]}]}`))
+	want(t, "commits", a, http.StatusOK, "")
+	if a.decode(t, &withCommits); len(withCommits.Rules) != 1 || strings.Join(withCommits.Rules[0].Commits, ",") != "meeting,payment" {
+		t.Fatalf("with commits: %s", a)
+	}
+	first := withCommits.Rules[0].ID
+	a = adm.write(http.MethodPut, "/v1/admin/relationships", []byte(`{"rules":[{"kind":"same_org","commits":["meeting"]}]}`))
+	want(t, "other commits", a, http.StatusOK, "")
+	withCommits.Rules = nil
+	if a.decode(t, &withCommits); len(withCommits.Rules) != 1 || withCommits.Rules[0].ID != first ||
+		strings.Join(withCommits.Rules[0].Commits, ",") != "meeting" {
+		t.Fatalf("commits changed: %s", a)
+	}
+
 	// The list is the whole truth: what it leaves out is lifted.
 	a = adm.write(http.MethodPut, "/v1/admin/relationships", []byte(`{"rules":[{"kind":"same_org"}]}`))
 	want(t, "set one rule", a, http.StatusOK, "")

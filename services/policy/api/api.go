@@ -73,7 +73,11 @@ type Options struct {
 	// AdminRole is the session role of an organization's admin (default
 	// alp.AdminRole).
 	AdminRole string
-	Logger    *slog.Logger
+	// Accepted, if set, runs after a person accepted a connection (also
+	// one accepted already): policy tells an asker at another broker. Its
+	// error is answered 503, and accepting again runs it again.
+	Accepted func(ctx context.Context, tenant, person string, c relationships.Connection) error
+	Logger   *slog.Logger
 }
 
 // API serves policy's REST endpoints. Safe for concurrent use.

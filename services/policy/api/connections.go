@@ -69,7 +69,15 @@ func (a *API) answerConnection(how answer) http.Handler {
 		)
 		switch how {
 		case accept:
-			res.Connection, err = a.o.Relationships.Accept(r.Context(), c.Tenant, c.PersonID, id)
+			if res.Connection, err = a.o.Relationships.Accept(r.Context(), c.Tenant, c.PersonID, id); err == nil && a.o.Accepted != nil {
+				if err := a.o.Accepted(r.Context(), c.Tenant, c.PersonID, res.Connection); err != nil {
+					// Accepted here, the asker not told yet: accepting
+					// again tells them (the same notice, stored once).
+					a.fail(w, r, &httpjson.Error{Status: http.StatusServiceUnavailable, Code: CodeAskerNotTold, RetryAfter: 1,
+						Message: "the connection is accepted, but its asker could not be told yet; accept again", Cause: err})
+					return
+				}
+			}
 		case decline:
 			res.Connection, err = a.o.Relationships.Decline(r.Context(), c.Tenant, c.PersonID, id)
 		case block:

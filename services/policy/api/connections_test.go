@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/alpd-project/alpd/broker"
@@ -76,6 +78,9 @@ func TestPersonConnections(t *testing.T) {
 	if a.decode(t, &ans); ans.Connection.State != relationships.ConnAccepted {
 		t.Fatalf("accept: %s", a)
 	}
+	// bo is at another broker: accepting also leaves a connection.accept/v1
+	// from ana to bo, answering bo's request, for federation to send.
+	testkit.Eventually(t, 5*time.Second, func() error { return notice(s, ana.ID, "bo@other.example", bo.EnvelopeID) }, "the notice to bo")
 	a = ana.write(http.MethodPost, "/v1/connections/"+fromLee.ID+"/decline", nil)
 	want(t, "decline", a, http.StatusOK, "")
 	if a.decode(t, &ans); ans.Connection.State != relationships.ConnDeclined {
@@ -150,14 +155,14 @@ func (e *httpError) Error() string { return e.a.String() }
 // cannot be checked: the person and admin routes say so (503
 // web_sessions_unavailable), and /v1/rules asks for a bearer token.
 func TestWithoutIdentityInTheProcess(t *testing.T) {
-	// Identity and ingress run elsewhere and have created their streams,
-	// which policy follows and consumes.
+	// Identity, ingress, federation and approvals run elsewhere and have
+	// created their streams, which policy follows and consumes.
 	nc := natstest.Connect(t, natstest.RunJetStream(t))
 	ib, err := bus.New(nc, bus.Options{Namespace: "alpd", Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{streams.Identity, streams.Send} {
+	for _, name := range []string{streams.Identity, streams.Send, streams.Inbound, streams.Approvals} {
 		st, _ := streams.ByName(name)
 		if _, err := ib.EnsureStream(context.Background(), st.Spec([]string{tenant}, streams.Limits{})); err != nil {
 			t.Fatal(err)
@@ -203,4 +208,37 @@ func mustReq(t *testing.T, method, u string) *http.Request {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// notice finds the connection.accept/v1 person's broker stored for them to
+// the asker, answering request.
+func notice(s *site, person, asker, request string) error {
+	subj, err := streams.DecidedSubject(tenant, person, "x")
+	if err != nil {
+		return err
+	}
+	filter := strings.TrimSuffix(subj, "x") + ">"
+	st, err := s.b.Bus().JetStream().Stream(context.Background(), s.b.Bus().StreamName(streams.Decided))
+	if err != nil {
+		return err
+	}
+	info, err := st.Info(context.Background(), jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return err
+	}
+	for subject := range info.State.Subjects {
+		m, err := st.GetLastMsgForSubject(context.Background(), subject)
+		if err != nil {
+			return err
+		}
+		ev, err := bus.Decode(m.Data)
+		if err != nil {
+			return err
+		}
+		env := ev.GetDecided().GetEnvelope()
+		if env.GetType() == "connection.accept/v1" && env.GetTo() == asker && env.GetInReplyTo() == request {
+			return nil
+		}
+	}
+	return fmt.Errorf("no notice to %s among %d decisions of %s", asker, len(info.State.Subjects), person)
 }

@@ -35,9 +35,12 @@ const (
 	CodeMethodNotAllowed       = "method_not_allowed"
 	CodeConnectionNotFound     = "connection_not_found"
 	CodeConnectionState        = "connection_state"
-	CodeUnknownSet             = "unknown_set"
-	CodeTypeNotFound           = "type_not_found"
-	CodeTenantNotHosted        = "tenant_not_hosted"
+	// CodeAskerNotTold: a connection accepted here whose asker at another
+	// broker could not be told yet (accepting again tells them).
+	CodeAskerNotTold    = "asker_not_told"
+	CodeUnknownSet      = "unknown_set"
+	CodeTypeNotFound    = "type_not_found"
+	CodeTenantNotHosted = "tenant_not_hosted"
 	// CodePreconditionRequired: a rule write without If-Match.
 	CodePreconditionRequired = "precondition_required"
 	CodeInvalidIfMatch       = "invalid_if_match"

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
+	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/msgtypes"
 	"github.com/alpd-project/alpd/services/policy/dlp"
 	"github.com/alpd-project/alpd/services/policy/freetext"
@@ -15,9 +17,6 @@ import (
 
 // PartyBroker names the hard rules: they are alpd's, not a party's.
 const PartyBroker = "broker"
-
-// ConnectionRequestType is the one type a stranger may send.
-const ConnectionRequestType = "connection.request/v1"
 
 // Reason codes of the hard rules. A party's denial carries its policy's
 // @reason instead.
@@ -30,6 +29,8 @@ const (
 	CodeConnectionHeld   = "connection_request_held"
 	CodeCommitmentHeld   = "commitment_held"
 	CodeStandingApproval = "standing_approval"
+	// An organization's pre-approved relationship covers the commitment.
+	CodeOrgPreapproved   = "org_preapproved"
 	CodeConfidentialHeld = "confidential_held_for_consumer_agents"
 	// Free text: the cap and the DLP detectors (dlp_<detector>).
 	CodeFreeTextTooLong = string(freetext.CodeTooLong)
@@ -138,6 +139,42 @@ type Message struct {
 	Agent     rules.Agent
 	Sender    rules.Side
 	Recipient rules.Side
+	// Withheld are the members another broker's sender side kept back
+	// (from what it signed): the recipient side excuses them from the
+	// type's "required". Empty on this broker's own sends.
+	Withheld []string
+	// What besides the recipient's own set may let a commitment through
+	// without asking (the recipient side reads them): the recipient's
+	// standing rules ("approve always"), and the recipient organization's
+	// pre-approved relationships that cover the pair, with the actions
+	// they pre-approve. At is when the message is decided: a standing rule
+	// that expired by then covers nothing (zero: any rule with an expiry
+	// covers nothing).
+	StandingRules []StandingRule
+	OrgCommits    []relationships.OrgCover
+	At            time.Time
+}
+
+// StandingRule is one "approve always" of the recipient, as the approvals
+// stream records it: messages of Type from Counterparty (an address)
+// committing the person to Action, until Expires (zero: no end), unless
+// Revoked.
+type StandingRule struct {
+	ID           string    `json:"id"`
+	Type         string    `json:"type"`
+	Counterparty string    `json:"counterparty"`
+	Action       string    `json:"action"`
+	Expires      time.Time `json:"expires,omitzero"`
+	Revoked      bool      `json:"revoked,omitempty"`
+}
+
+// covers reports whether r lets a message of typeName from sender commit
+// the person to action at the time at.
+func (r StandingRule) covers(typeName, sender, action string, at time.Time) bool {
+	if r.Revoked || r.Type != typeName || r.Action != action || alp.NormalizeAddress(r.Counterparty) != alp.NormalizeAddress(sender) {
+		return false
+	}
+	return r.Expires.IsZero() || (!at.IsZero() && at.Before(r.Expires))
 }
 
 // Trust classes of agents, as the entity model names them.
@@ -212,7 +249,7 @@ func checkBody(m Message) (any, []msgtypes.Field, *Result, error) {
 		r := refuse(CodeUnknownType)
 		return nil, nil, &r, nil
 	}
-	v, fields, err := m.Type.CheckValue(m.Body)
+	v, fields, err := m.Type.CheckWithheld(m.Body, m.Withheld)
 	if err != nil {
 		var ve msgtypes.ValidationErrors
 		if errors.As(err, &ve) {
@@ -246,7 +283,7 @@ func stage(ctx context.Context, m Message, rel relationships.State, sets rules.P
 	if crel == rules.RelBlocked {
 		return refuse(CodeBlocked), nil
 	}
-	isRequest := m.Type.Name() == ConnectionRequestType
+	isRequest := m.Type.Name() == msgtypes.ConnectionRequest
 	if crel == rules.RelStranger && !isRequest {
 		return refuse(CodeStranger), nil
 	}
@@ -303,15 +340,15 @@ func stage(ctx context.Context, m Message, rel relationships.State, sets rules.P
 		res.hold(HeldConnectionRequest, allowed, "", CodeConnectionHeld)
 		return res, nil
 	case len(commits) > 0:
-		standing, err := standingApproval(ctx, sets.Recipient, msg, commits)
+		why, err := preapproved(ctx, sets.Recipient, m, msg, commits)
 		if err != nil {
 			return Result{}, err
 		}
-		if !standing {
+		if why == nil {
 			res.hold(HeldCommitment, allowed, commits[0], CodeCommitmentHeld)
 			return res, nil
 		}
-		res.Reasons = append(res.Reasons, Reason{Party: string(rules.PartyRecipient), Code: CodeStandingApproval})
+		res.Reasons = append(res.Reasons, why...)
 	}
 	res.views(agentClasses)
 	return res, nil
@@ -344,20 +381,64 @@ func checkFreeText(fv *FieldVerdict, value any, maxLength int, res *Result) {
 	}
 }
 
-// standingApproval asks the recipient's set whether the message may commit
-// them without asking: every word of x-alp-commits must be permitted.
-func standingApproval(ctx context.Context, recipient *rules.Compiled, msg rules.Message, commits []string) (bool, error) {
+// preapproved answers why the message may commit the recipient without
+// asking, or nil when it may not: every word of x-alp-commits must be
+// covered, by the first of the recipient's own set (it permits
+// Alp::Action::"commit"), a standing rule of theirs (the lowest id of
+// those that match), an organization rule covering the pair (the lowest
+// id). Each cover is one reason, in the order of the words.
+func preapproved(ctx context.Context, recipient *rules.Compiled, m Message, msg rules.Message, commits []string) ([]Reason, error) {
+	var out []Reason
+	add := func(r Reason) {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
 	for _, c := range commits {
 		v, err := rules.DecideCommit(ctx, recipient, rules.FieldRequest{Agent: msg.Agent, Context: msg.Context,
 			Field: rules.Field{Type: msg.Fields[0].Type, Pointer: "", Class: rules.ClassPublic, Commits: c}})
 		if err != nil {
-			return false, fmt.Errorf("decision: commit: %w", err)
+			return nil, fmt.Errorf("decision: commit: %w", err)
 		}
-		if !v.Allowed {
-			return false, nil
+		if v.Allowed {
+			add(Reason{Party: string(rules.PartyRecipient), Code: CodeStandingApproval})
+			continue
+		}
+		if id := standingRuleFor(m, c); id != "" {
+			add(Reason{Party: string(rules.PartyRecipient), PolicyID: id, Code: CodeStandingApproval})
+			continue
+		}
+		if id := orgRuleFor(m.OrgCommits, c); id != "" {
+			add(Reason{Party: string(rules.PartyRecipientOrg), PolicyID: id, Code: CodeOrgPreapproved})
+			continue
+		}
+		return nil, nil
+	}
+	return out, nil
+}
+
+// standingRuleFor is the lowest id of the standing rules that let m
+// commit the recipient to action; empty for none.
+func standingRuleFor(m Message, action string) string {
+	var id string
+	for _, r := range m.StandingRules {
+		if r.covers(m.Type.Name(), m.Sender.Address, action, m.At) && (id == "" || r.ID < id) {
+			id = r.ID
 		}
 	}
-	return true, nil
+	return id
+}
+
+// orgRuleFor is the lowest id of the organization rules that pre-approve
+// action; empty for none.
+func orgRuleFor(covers []relationships.OrgCover, action string) string {
+	var id string
+	for _, c := range covers {
+		if slices.Contains(c.Commits, action) && (id == "" || c.RuleID < id) {
+			id = c.RuleID
+		}
+	}
+	return id
 }
 
 // hold makes the whole message wait for the person: every crossing field

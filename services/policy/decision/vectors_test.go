@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alpd-project/alpd/internal/msgtypes"
 	"github.com/alpd-project/alpd/services/policy/decision"
@@ -50,7 +51,13 @@ type vectorCase struct {
 	Recipient       rules.Side                `json:"recipient"`
 	Type            typeRef                   `json:"type"`
 	Body            json.RawMessage           `json:"body"`
-	Expect          expectation               `json:"expect"`
+	// StandingRules are the recipient's standing approvals, OrgCommits the
+	// recipient organization's rules covering the pair with the commit
+	// actions they pre-approve, At the time of the decision.
+	StandingRules []decision.StandingRule  `json:"standing_rules"`
+	OrgCommits    []relationships.OrgCover `json:"org_commits"`
+	At            time.Time                `json:"at"`
+	Expect        expectation              `json:"expect"`
 }
 
 // cedarText is a policy set as one string or as a list of lines.
@@ -294,7 +301,8 @@ func runVector(t *testing.T, cache *rules.Cache, where string, c vectorCase) {
 
 	d, err := decision.Decide(context.Background(), decision.Case{
 		Message: decision.Message{Type: typ, Body: c.Body, Agent: c.SenderAgent,
-			Sender: c.Sender, Recipient: c.Recipient},
+			Sender: c.Sender, Recipient: c.Recipient,
+			StandingRules: c.StandingRules, OrgCommits: c.OrgCommits, At: c.At},
 		SenderRelationship:    c.Relationship.SenderSide,
 		RecipientRelationship: c.Relationship.RecipientSide,
 		Sets:                  sets,

@@ -2,6 +2,7 @@ package relationships
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	alpv1 "github.com/alpd-project/alpd/gen/alp/v1"
@@ -81,6 +82,11 @@ func (s *Store) apply(subject string, _ uint64, ev *alpv1.Event) error {
 		default:
 			return fmt.Errorf("org rule %s without a rule", id)
 		}
+		commits, err := checkCommits(o.GetCommits())
+		if err != nil || !slices.Equal(commits, o.GetCommits()) {
+			return fmt.Errorf("org rule %s: commits not sorted, distinct valid actions", id)
+		}
+		r.Commits = commits
 		if OrgRuleID(tenant, r) != id {
 			return fmt.Errorf("org rule %s: rule does not match its id", id)
 		}

@@ -30,6 +30,14 @@
 //	requested --Decline-->  declined     (only by the person asked)
 //	requested --Request by the person asked (two people of the tenant)--> accepted
 //	declined  --Request-->  refused, ErrDeclined
+//	(none)    --AcceptedByRemote-->  requested, then accepted
+//	requested --AcceptedByRemote-->  accepted
+//
+// AcceptedByRemote is a remote address's connection.accept/v1 answering
+// the person's own request (which was decided at the remote broker, so
+// nothing of it is here): the answer counts as the remote party asking,
+// the person's earlier request as their yes, as when two people of the
+// tenant ask each other.
 //
 // A repeated request, accept or decline of the same state is answered with
 // the connection and no new event (a double click or a retried command
@@ -52,6 +60,11 @@
 // tenant's people with a role receive from any address at a domain (that
 // exact domain; a person of the tenant counts as being at the tenant's
 // domain).
+//
+// An organization rule may also list commit actions (OrgRule.Commits,
+// x-alp-commits words): [Store.OrgCommits] answers the rules covering a
+// pair that do, and a commitment of one of them between the two is
+// delivered without asking (services/policy/decision).
 //
 // # Personal data and erasure
 //

@@ -3,11 +3,13 @@ package relationships
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/alpd-project/alpd/internal/alp"
 	"github.com/alpd-project/alpd/internal/bus"
+	"github.com/alpd-project/alpd/internal/msgtypes"
 )
 
 // Errors. Every error a command or query returns matches one of them with
@@ -220,9 +222,20 @@ type OrgRule struct {
 	Kind   OrgRuleKind `json:"kind"`
 	Role   string      `json:"role,omitempty"`
 	Domain string      `json:"domain,omitempty"`
+	// Commits are the x-alp-commits actions ("meeting") the relationship
+	// also pre-approves: a message committing the recipient to one of
+	// them, between people the rule covers, is delivered without asking.
+	// Sorted and distinct; not part of the rule's id (changing them
+	// changes the same rule).
+	Commits []string `json:"commits,omitempty"`
 }
 
-const maxRole = 256
+const (
+	maxRole = 256
+	// maxOrgCommits bounds an org rule's commit actions: an organization
+	// pre-approves a few kinds of commitment, not a vocabulary.
+	maxOrgCommits = 8
+)
 
 // CheckOrgRule validates r and answers it normalized (the domain in lower
 // case), as SetOrgRule stores it; a caller setting several rules checks
@@ -244,7 +257,32 @@ func CheckOrgRule(r OrgRule) (OrgRule, error) {
 	default:
 		return OrgRule{}, invalid("rule.kind", "%q: want same_org or role_may_receive_from", r.Kind)
 	}
+	commits, err := checkCommits(r.Commits)
+	if err != nil {
+		return OrgRule{}, err
+	}
+	r.Commits = commits
 	return r, nil
+}
+
+// checkCommits validates an org rule's commit actions and answers them
+// sorted and distinct (nil for none).
+func checkCommits(in []string) ([]string, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := slices.Clone(in)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > maxOrgCommits {
+		return nil, invalid("rule.commits", "at most %d actions", maxOrgCommits)
+	}
+	for i, c := range out {
+		if err := msgtypes.CheckCommitWord(c); err != nil {
+			return nil, invalid(fmt.Sprintf("rule.commits[%d]", i), "%v", err)
+		}
+	}
+	return out, nil
 }
 
 // OrgRuleID is the id of a rule of tenant: a hash of the rule.

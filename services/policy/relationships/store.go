@@ -392,9 +392,10 @@ func (s *Store) setBlock(ctx context.Context, tenant, person string, target Targ
 	})
 }
 
-// SetOrgRule makes rule of tenant active or lifts it, on behalf of by
-// (an admin or operator; the event's actor). Setting a rule to what it is
-// changes nothing.
+// SetOrgRule makes rule of tenant active (with its commits) or lifts it,
+// on behalf of by (an admin or operator; the event's actor). Setting a
+// rule to what it is changes nothing; setting an active rule's other
+// commits is a new event of the same rule.
 func (s *Store) SetOrgRule(ctx context.Context, tenant string, rule OrgRule, active bool, by *alpv1.Actor) error {
 	ts, err := s.command(tenant)
 	if err != nil {
@@ -408,10 +409,13 @@ func (s *Store) SetOrgRule(ctx context.Context, tenant string, rule OrgRule, act
 	}
 	id := OrgRuleID(tenant, rule)
 	return s.decide(ctx, subject(tenant, streams.PolicyOrgRule, id), "set org rule", func() (*alpv1.Event, error) {
-		if _, on := ts.org[id]; on == active {
+		if cur, on := ts.org[id]; on == active && (!active || slices.Equal(cur.Commits, rule.Commits)) {
 			return nil, nil
 		}
 		set := &alpv1.OrgRelationshipSet{Tenant: tenant, RuleId: id, Active: active}
+		if active {
+			set.Commits = rule.Commits
+		}
 		switch rule.Kind {
 		case SameOrg:
 			set.Rule = &alpv1.OrgRelationshipSet_SameOrg{SameOrg: &alpv1.SameOrg{}}
@@ -454,10 +458,7 @@ func (s *Store) Relationship(tenant string, from Party, to string, toRoles []str
 	}
 	domain := domainOf(tenant, from)
 	for _, r := range ts.org {
-		switch {
-		case r.Kind == SameOrg && from.Person != "" && from.Person != to:
-			return OrgPreapproved, nil
-		case r.Kind == RoleMayReceiveFrom && r.Domain == domain && slices.Contains(toRoles, r.Role):
+		if r.covers(from, to, domain, toRoles) {
 			return OrgPreapproved, nil
 		}
 	}
@@ -559,4 +560,154 @@ func (s *Store) OrgRules(tenant string) ([]OrgRule, error) {
 		out[i] = ts.org[id]
 	}
 	return out, nil
+}
+
+// BlockedBy reports whether person blocked party (its person, its address
+// or the address's domain).
+func (s *Store) BlockedBy(tenant, person string, p Party) (bool, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return false, err
+	}
+	s.f.RLock()
+	defer s.f.RUnlock()
+	return ts.blockedBy(tenant, person, p), nil
+}
+
+// covers reports whether r pre-approves from (at domain) reaching to, who
+// has toRoles.
+func (r OrgRule) covers(from Party, to, domain string, toRoles []string) bool {
+	switch r.Kind {
+	case SameOrg:
+		return from.Person != "" && from.Person != to
+	case RoleMayReceiveFrom:
+		return r.Domain == domain && slices.Contains(toRoles, r.Role)
+	}
+	return false
+}
+
+// OrgCover is an active organization rule that covers a pair and the
+// commit actions it pre-approves between them.
+type OrgCover struct {
+	RuleID  string   `json:"rule_id"`
+	Commits []string `json:"commits"`
+}
+
+// OrgCommits are the active organization rules of tenant that cover from
+// reaching person to (whose roles are toRoles) and pre-approve commit
+// actions, sorted by rule id; none when to blocked from. They count
+// whatever else the two are to each other: a connection does not take
+// away what the organization pre-approved.
+func (s *Store) OrgCommits(tenant string, from Party, to string, toRoles []string) ([]OrgCover, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return nil, err
+	}
+	if from, err = checkQueryParty("from", from); err != nil {
+		return nil, err
+	}
+	if err := checkPerson("to", to); err != nil {
+		return nil, err
+	}
+	s.f.RLock()
+	defer s.f.RUnlock()
+	if ts.blockedBy(tenant, to, from) {
+		return nil, nil
+	}
+	domain := domainOf(tenant, from)
+	var out []OrgCover
+	for id, r := range ts.org {
+		if len(r.Commits) > 0 && r.covers(from, to, domain, toRoles) {
+			out = append(out, OrgCover{RuleID: id, Commits: slices.Clone(r.Commits)})
+		}
+	}
+	slices.SortFunc(out, func(a, b OrgCover) int { return cmp.Compare(a.RuleID, b.RuleID) })
+	return out, nil
+}
+
+// RequestOf is the connection asked of person whose request came with
+// envelope id (a connection.request/v1 message), ErrNotFound when there
+// is none. A connection remembers the envelope of its first request: a
+// later request of the same pair names its own envelope, so a caller that
+// knows the asker also looks the pair up (ConnectionID).
+func (s *Store) RequestOf(tenant, person, envelopeID string) (Connection, error) {
+	ts, err := s.state(tenant)
+	if err != nil {
+		return Connection{}, err
+	}
+	if err := checkPerson("person", person); err != nil {
+		return Connection{}, err
+	}
+	if envelopeID == "" {
+		return Connection{}, invalid("envelope_id", "required")
+	}
+	s.f.RLock()
+	defer s.f.RUnlock()
+	for _, c := range ts.conns {
+		if c.To == person && c.EnvelopeID == envelopeID {
+			return *c, nil
+		}
+	}
+	return Connection{}, fmt.Errorf("%w: no connection requested of %s by envelope %q", ErrNotFound, person, envelopeID)
+}
+
+// AcceptedByRemote records that remote, an address at another broker,
+// accepted person's request to connect (person's connection.request/v1,
+// envelope request, which the caller verified person sent to remote).
+// The request was decided at remote's broker, so nothing of it is here;
+// it is recorded as the two events the state machine already has, in the
+// way two people of a tenant asking each other connect: remote's answer
+// is remote asking person (envelope request, the request it answers), and
+// person's own earlier request is person's yes. A connection already
+// accepted changes nothing; one person declined is refused with
+// ErrDeclined, and one from a party person blocked with ErrBlocked
+// (nothing appended). A request of remote's still waiting for person is
+// accepted: both asked.
+func (s *Store) AcceptedByRemote(ctx context.Context, tenant, person, remote, request string) (Connection, error) {
+	ts, err := s.command(tenant)
+	if err != nil {
+		return Connection{}, err
+	}
+	if err := checkPerson("person", person); err != nil {
+		return Connection{}, err
+	}
+	from, err := checkParty("remote", Party{Address: remote})
+	if err != nil {
+		return Connection{}, err
+	}
+	if request == "" || len(request) > 128 {
+		return Connection{}, invalid("envelope_id", "1 to 128 characters")
+	}
+	id := ConnectionID(tenant, from, person)
+	for step := 0; step < 2; step++ {
+		var done bool
+		err = s.decide(ctx, subject(tenant, streams.PolicyConnection, id), "connection accepted by the remote party", func() (*alpv1.Event, error) {
+			if ts.blockedBy(tenant, person, from) {
+				return nil, fmt.Errorf("%w: %s by %s", ErrBlocked, from, person)
+			}
+			c := ts.conns[id]
+			switch {
+			case c == nil:
+				ev := newEvent("connection_requested", tenant, id, personOrService(from))
+				ev.Body = &alpv1.Event_ConnectionRequested{ConnectionRequested: &alpv1.ConnectionRequested{
+					Tenant: tenant, ConnectionId: id, FromAddress: from.Address, ToPerson: person, EnvelopeId: request,
+				}}
+				return ev, nil
+			case c.State == ConnRequested:
+				return acceptEvent(tenant, id, person), nil
+			case c.State == ConnDeclined:
+				return nil, fmt.Errorf("%w: %s declined %s", ErrDeclined, person, from)
+			default:
+				done = true
+				return nil, nil
+			}
+		})
+		if err != nil || done {
+			break
+		}
+	}
+	if err != nil {
+		return Connection{}, err
+	}
+	return s.Connection(tenant, id)
 }

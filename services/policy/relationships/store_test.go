@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -413,5 +414,120 @@ func TestApplyRefusesWhatCommandsNeverWrite(t *testing.T) {
 	// The subject's version still advanced: a real request appends after it.
 	if _, err := s.Request(ctx(t), tenant, stranger, alice, ""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAcceptedByRemote: a remote party's acceptance of the person's own
+// request connects the two, once; a declined or blocked party is refused
+// and nothing is appended.
+func TestAcceptedByRemote(t *testing.T) {
+	_, b := newEnv(t)
+	s := open(t, b)
+	x := "xena@remote.example"
+	c, err := s.AcceptedByRemote(ctx(t), tenant, alice, x, "env-req")
+	if err != nil || c.State != ConnAccepted || c.From.Address != x || c.To != alice || c.EnvelopeID != "env-req" {
+		t.Fatalf("accepted by remote: %+v (%v)", c, err)
+	}
+	if got, _ := s.Relationship(tenant, Party{Address: x}, alice, nil); got != Connected {
+		t.Fatalf("relationship %q, want connected", got)
+	}
+	applied := s.Applied()
+	if _, err := s.AcceptedByRemote(ctx(t), tenant, alice, x, "env-req"); err != nil || s.Applied() != applied {
+		t.Fatalf("again: %v, applied %d → %d", err, applied, s.Applied())
+	}
+	// A pending request of the remote party's own is answered by it.
+	y := Party{Address: "yan@remote.example"}
+	if _, err := s.Request(ctx(t), tenant, y, alice, "env-y"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.AcceptedByRemote(ctx(t), tenant, alice, y.Address, "env-a"); err != nil || c.State != ConnAccepted || c.EnvelopeID != "env-y" {
+		t.Fatalf("pending then accepted by remote: %+v (%v)", c, err)
+	}
+	z := Party{Address: "zed@remote.example"}
+	id, _ := s.Request(ctx(t), tenant, z, alice, "env-z")
+	if _, err := s.Decline(ctx(t), tenant, alice, id.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcceptedByRemote(ctx(t), tenant, alice, z.Address, "env-z2"); !errors.Is(err, ErrDeclined) {
+		t.Fatalf("declined: %v, want ErrDeclined", err)
+	}
+	if err := s.Block(ctx(t), tenant, alice, Target{TargetDomain, "blocked.example"}); err != nil {
+		t.Fatal(err)
+	}
+	applied = s.Applied()
+	if _, err := s.AcceptedByRemote(ctx(t), tenant, alice, "w@blocked.example", "env-w"); !errors.Is(err, ErrBlocked) || s.Applied() != applied {
+		t.Fatalf("blocked: %v, want ErrBlocked and nothing appended", err)
+	}
+	for _, bad := range []struct{ person, remote, req string }{
+		{"", x, "e"}, {alice, "not an address", "e"}, {alice, x, ""},
+	} {
+		if _, err := s.AcceptedByRemote(ctx(t), tenant, bad.person, bad.remote, bad.req); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestRequestOf(t *testing.T) {
+	_, b := newEnv(t)
+	s := open(t, b)
+	c, err := s.Request(ctx(t), tenant, stranger, alice, "env-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.RequestOf(tenant, alice, "env-1"); err != nil || got.ID != c.ID {
+		t.Fatalf("request of env-1: %+v (%v)", got, err)
+	}
+	if _, err := s.RequestOf(tenant, bob, "env-1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another person's: %v, want ErrNotFound", err)
+	}
+	if _, err := s.RequestOf(tenant, alice, "env-2"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another envelope: %v, want ErrNotFound", err)
+	}
+	if _, err := s.RequestOf(tenant, alice, ""); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("no envelope: %v, want ErrInvalid", err)
+	}
+}
+
+// TestOrgCommits: an org rule's commit actions are validated, sorted and
+// stored; they cover the pairs the rule covers, a block takes them away,
+// and changing them is a new event of the same rule.
+func TestOrgCommits(t *testing.T) {
+	_, b := newEnv(t)
+	s := open(t, b)
+	partner := Party{Address: "ann@partner.example"}
+	rule := OrgRule{Kind: RoleMayReceiveFrom, Role: "finance", Domain: "partner.example", Commits: []string{"payment", "meeting", "payment"}}
+	if err := s.SetOrgRule(ctx(t), tenant, rule, true, admin); err != nil {
+		t.Fatal(err)
+	}
+	id := OrgRuleID(tenant, rule)
+	got, err := s.OrgCommits(tenant, partner, alice, []string{"finance"})
+	if err != nil || len(got) != 1 || got[0].RuleID != id || !slices.Equal(got[0].Commits, []string{"meeting", "payment"}) {
+		t.Fatalf("org commits %+v (%v)", got, err)
+	}
+	if got, _ := s.OrgCommits(tenant, partner, alice, []string{"sales"}); len(got) != 0 {
+		t.Fatalf("a role the rule does not name: %+v", got)
+	}
+	applied := s.Applied()
+	if err := s.SetOrgRule(ctx(t), tenant, rule, true, admin); err != nil || s.Applied() != applied {
+		t.Fatalf("same rule again: %v, appended %v", err, s.Applied() != applied)
+	}
+	rule.Commits = []string{"meeting"}
+	if err := s.SetOrgRule(ctx(t), tenant, rule, true, admin); err != nil || s.Applied() == applied {
+		t.Fatalf("other commits: %v, appended %v", err, s.Applied() != applied)
+	}
+	if got, _ := s.OrgCommits(tenant, partner, alice, []string{"finance"}); len(got) != 1 || !slices.Equal(got[0].Commits, []string{"meeting"}) {
+		t.Fatalf("after the change %+v", got)
+	}
+	if err := s.Block(ctx(t), tenant, alice, Target{TargetAddress, partner.Address}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.OrgCommits(tenant, partner, alice, []string{"finance"}); len(got) != 0 {
+		t.Fatalf("blocked, still covered: %+v", got)
+	}
+	for _, bad := range [][]string{{"Meeting"}, {"a.b"}, {""}, {"a", "b", "c", "d", "e", "f", "g", "h", "i"}} {
+		r := OrgRule{Kind: SameOrg, Commits: bad}
+		if err := s.SetOrgRule(ctx(t), tenant, r, true, admin); !errors.Is(err, ErrInvalid) {
+			t.Errorf("commits %q: %v, want ErrInvalid", bad, err)
+		}
 	}
 }

@@ -1063,6 +1063,630 @@ func (x *ExportResponse) GetCheckpoint() *Checkpoint {
 	return nil
 }
 
+type EnvelopeCommitmentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	PersonId      string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	EnvelopeId    string                 `protobuf:"bytes,3,opt,name=envelope_id,json=envelopeId" json:"envelope_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnvelopeCommitmentRequest) Reset() {
+	*x = EnvelopeCommitmentRequest{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnvelopeCommitmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnvelopeCommitmentRequest) ProtoMessage() {}
+
+func (x *EnvelopeCommitmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnvelopeCommitmentRequest.ProtoReflect.Descriptor instead.
+func (*EnvelopeCommitmentRequest) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *EnvelopeCommitmentRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *EnvelopeCommitmentRequest) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *EnvelopeCommitmentRequest) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+type EnvelopeCommitmentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "sha256:<hex>", the salted commitment of the sender's entry.
+	Commitment string `protobuf:"bytes,1,opt,name=commitment" json:"commitment,omitempty"`
+	// The entry's index in the sender's log.
+	Index         uint64 `protobuf:"varint,2,opt,name=index" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnvelopeCommitmentResponse) Reset() {
+	*x = EnvelopeCommitmentResponse{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnvelopeCommitmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnvelopeCommitmentResponse) ProtoMessage() {}
+
+func (x *EnvelopeCommitmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnvelopeCommitmentResponse.ProtoReflect.Descriptor instead.
+func (*EnvelopeCommitmentResponse) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *EnvelopeCommitmentResponse) GetCommitment() string {
+	if x != nil {
+		return x.Commitment
+	}
+	return ""
+}
+
+func (x *EnvelopeCommitmentResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type IssueReceiptRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Tenant     string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	PersonId   string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	EnvelopeId string                 `protobuf:"bytes,3,opt,name=envelope_id,json=envelopeId" json:"envelope_id,omitempty"`
+	// The sender's ledger origin ("<tenant>/alp/ledger/<person>", the
+	// Deliverable's sender_log), or its domain when the sender gave none.
+	Counterparty  string `protobuf:"bytes,4,opt,name=counterparty" json:"counterparty,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueReceiptRequest) Reset() {
+	*x = IssueReceiptRequest{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueReceiptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueReceiptRequest) ProtoMessage() {}
+
+func (x *IssueReceiptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueReceiptRequest.ProtoReflect.Descriptor instead.
+func (*IssueReceiptRequest) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *IssueReceiptRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *IssueReceiptRequest) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *IssueReceiptRequest) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+func (x *IssueReceiptRequest) GetCounterparty() string {
+	if x != nil {
+		return x.Counterparty
+	}
+	return ""
+}
+
+type IssueReceiptResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The alp-receipt/v1 JSON (RFC 8785), what the ReceiptNotice carries.
+	Receipt []byte `protobuf:"bytes,1,opt,name=receipt" json:"receipt,omitempty"`
+	// The index of the receipt.issued entry in the recipient's log.
+	Index         uint64 `protobuf:"varint,2,opt,name=index" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueReceiptResponse) Reset() {
+	*x = IssueReceiptResponse{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueReceiptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueReceiptResponse) ProtoMessage() {}
+
+func (x *IssueReceiptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueReceiptResponse.ProtoReflect.Descriptor instead.
+func (*IssueReceiptResponse) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *IssueReceiptResponse) GetReceipt() []byte {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
+func (x *IssueReceiptResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type CosignRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The witnessing tenant (its ledger key cosigns).
+	Tenant string `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	// The other log's signed checkpoint (C2SP signed note).
+	Checkpoint []byte `protobuf:"bytes,2,opt,name=checkpoint" json:"checkpoint,omitempty"`
+	// The note verifier keys of the checkpoint's log's tenant (BrokerKeys
+	// ledger_keys): the checkpoint must carry a valid signature by one.
+	LogKeys []string `protobuf:"bytes,3,rep,name=log_keys,json=logKeys" json:"log_keys,omitempty"`
+	// The size of the checkpoint of this origin the witness cosigned last (0
+	// the first time), and the consistency proof from it to checkpoint.
+	OldSize          uint64   `protobuf:"varint,4,opt,name=old_size,json=oldSize" json:"old_size,omitempty"`
+	ConsistencyProof [][]byte `protobuf:"bytes,5,rep,name=consistency_proof,json=consistencyProof" json:"consistency_proof,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CosignRequest) Reset() {
+	*x = CosignRequest{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CosignRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CosignRequest) ProtoMessage() {}
+
+func (x *CosignRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CosignRequest.ProtoReflect.Descriptor instead.
+func (*CosignRequest) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CosignRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *CosignRequest) GetCheckpoint() []byte {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *CosignRequest) GetLogKeys() []string {
+	if x != nil {
+		return x.LogKeys
+	}
+	return nil
+}
+
+func (x *CosignRequest) GetOldSize() uint64 {
+	if x != nil {
+		return x.OldSize
+	}
+	return 0
+}
+
+func (x *CosignRequest) GetConsistencyProof() [][]byte {
+	if x != nil {
+		return x.ConsistencyProof
+	}
+	return nil
+}
+
+type CosignResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One signed-note signature line, "— <name> <base64>\n": appended to the
+	// checkpoint's note it makes the cosigned checkpoint.
+	Cosignature string `protobuf:"bytes,1,opt,name=cosignature" json:"cosignature,omitempty"`
+	// The cosigner's verifier key ("<tenant>/alp/witness+<id>+<base64 0x04 ||
+	// key>").
+	CosignerKey string `protobuf:"bytes,2,opt,name=cosigner_key,json=cosignerKey" json:"cosigner_key,omitempty"`
+	// The time the cosignature states, seconds since the epoch.
+	Timestamp     uint64 `protobuf:"varint,3,opt,name=timestamp" json:"timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CosignResponse) Reset() {
+	*x = CosignResponse{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CosignResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CosignResponse) ProtoMessage() {}
+
+func (x *CosignResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CosignResponse.ProtoReflect.Descriptor instead.
+func (*CosignResponse) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CosignResponse) GetCosignature() string {
+	if x != nil {
+		return x.Cosignature
+	}
+	return ""
+}
+
+func (x *CosignResponse) GetCosignerKey() string {
+	if x != nil {
+		return x.CosignerKey
+	}
+	return ""
+}
+
+func (x *CosignResponse) GetTimestamp() uint64 {
+	if x != nil {
+		return x.Timestamp
+	}
+	return 0
+}
+
+type RecordCosignatureRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tenant   string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	PersonId string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	// A signed checkpoint of the person's log, as this broker signed it.
+	Checkpoint []byte `protobuf:"bytes,3,opt,name=checkpoint" json:"checkpoint,omitempty"`
+	// The cosigner's signature line (CosignResponse.cosignature).
+	Cosignature   string `protobuf:"bytes,4,opt,name=cosignature" json:"cosignature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordCosignatureRequest) Reset() {
+	*x = RecordCosignatureRequest{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordCosignatureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordCosignatureRequest) ProtoMessage() {}
+
+func (x *RecordCosignatureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordCosignatureRequest.ProtoReflect.Descriptor instead.
+func (*RecordCosignatureRequest) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RecordCosignatureRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *RecordCosignatureRequest) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *RecordCosignatureRequest) GetCheckpoint() []byte {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *RecordCosignatureRequest) GetCosignature() string {
+	if x != nil {
+		return x.Cosignature
+	}
+	return ""
+}
+
+type RecordCosignatureResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The index of the checkpoint.cosigned entry.
+	Index         uint64 `protobuf:"varint,1,opt,name=index" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordCosignatureResponse) Reset() {
+	*x = RecordCosignatureResponse{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordCosignatureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordCosignatureResponse) ProtoMessage() {}
+
+func (x *RecordCosignatureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordCosignatureResponse.ProtoReflect.Descriptor instead.
+func (*RecordCosignatureResponse) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RecordCosignatureResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type WitnessProofRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tenant   string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	PersonId string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	// The size the witness holds of the person's log (0: none yet).
+	OldSize uint64 `protobuf:"varint,3,opt,name=old_size,json=oldSize" json:"old_size,omitempty"`
+	// The checkpoint must cover at least this many entries (0: any).
+	MinSize       uint64 `protobuf:"varint,4,opt,name=min_size,json=minSize" json:"min_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WitnessProofRequest) Reset() {
+	*x = WitnessProofRequest{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WitnessProofRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WitnessProofRequest) ProtoMessage() {}
+
+func (x *WitnessProofRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WitnessProofRequest.ProtoReflect.Descriptor instead.
+func (*WitnessProofRequest) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *WitnessProofRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *WitnessProofRequest) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+func (x *WitnessProofRequest) GetOldSize() uint64 {
+	if x != nil {
+		return x.OldSize
+	}
+	return 0
+}
+
+func (x *WitnessProofRequest) GetMinSize() uint64 {
+	if x != nil {
+		return x.MinSize
+	}
+	return 0
+}
+
+type WitnessProofResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The person's latest signed checkpoint.
+	Checkpoint *Checkpoint `protobuf:"bytes,1,opt,name=checkpoint" json:"checkpoint,omitempty"`
+	// The consistency proof (tlog.TreeProof) from old_size to the checkpoint.
+	ConsistencyProof [][]byte `protobuf:"bytes,2,rep,name=consistency_proof,json=consistencyProof" json:"consistency_proof,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WitnessProofResponse) Reset() {
+	*x = WitnessProofResponse{}
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WitnessProofResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WitnessProofResponse) ProtoMessage() {}
+
+func (x *WitnessProofResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_ledger_v1_ledger_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WitnessProofResponse.ProtoReflect.Descriptor instead.
+func (*WitnessProofResponse) Descriptor() ([]byte, []int) {
+	return file_alp_ledger_v1_ledger_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *WitnessProofResponse) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *WitnessProofResponse) GetConsistencyProof() [][]byte {
+	if x != nil {
+		return x.ConsistencyProof
+	}
+	return nil
+}
+
 var File_alp_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_alp_ledger_v1_ledger_proto_rawDesc = "" +
@@ -1153,14 +1777,69 @@ const file_alp_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x05chunk\x18\x01 \x01(\fR\x05chunk\x129\n" +
 	"\n" +
 	"checkpoint\x18\x02 \x01(\v2\x19.alp.ledger.v1.CheckpointR\n" +
-	"checkpoint2\x8f\x04\n" +
+	"checkpoint\"q\n" +
+	"\x19EnvelopeCommitmentRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12\x1f\n" +
+	"\venvelope_id\x18\x03 \x01(\tR\n" +
+	"envelopeId\"R\n" +
+	"\x1aEnvelopeCommitmentResponse\x12\x1e\n" +
+	"\n" +
+	"commitment\x18\x01 \x01(\tR\n" +
+	"commitment\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"\x8f\x01\n" +
+	"\x13IssueReceiptRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12\x1f\n" +
+	"\venvelope_id\x18\x03 \x01(\tR\n" +
+	"envelopeId\x12\"\n" +
+	"\fcounterparty\x18\x04 \x01(\tR\fcounterparty\"F\n" +
+	"\x14IssueReceiptResponse\x12\x18\n" +
+	"\areceipt\x18\x01 \x01(\fR\areceipt\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"\xaa\x01\n" +
+	"\rCosignRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x02 \x01(\fR\n" +
+	"checkpoint\x12\x19\n" +
+	"\blog_keys\x18\x03 \x03(\tR\alogKeys\x12\x19\n" +
+	"\bold_size\x18\x04 \x01(\x04R\aoldSize\x12+\n" +
+	"\x11consistency_proof\x18\x05 \x03(\fR\x10consistencyProof\"s\n" +
+	"\x0eCosignResponse\x12 \n" +
+	"\vcosignature\x18\x01 \x01(\tR\vcosignature\x12!\n" +
+	"\fcosigner_key\x18\x02 \x01(\tR\vcosignerKey\x12\x1c\n" +
+	"\ttimestamp\x18\x03 \x01(\x04R\ttimestamp\"\x91\x01\n" +
+	"\x18RecordCosignatureRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x03 \x01(\fR\n" +
+	"checkpoint\x12 \n" +
+	"\vcosignature\x18\x04 \x01(\tR\vcosignature\"1\n" +
+	"\x19RecordCosignatureResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"\x80\x01\n" +
+	"\x13WitnessProofRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\x12\x19\n" +
+	"\bold_size\x18\x03 \x01(\x04R\aoldSize\x12\x19\n" +
+	"\bmin_size\x18\x04 \x01(\x04R\aminSize\"~\n" +
+	"\x14WitnessProofResponse\x129\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\v2\x19.alp.ledger.v1.CheckpointR\n" +
+	"checkpoint\x12+\n" +
+	"\x11consistency_proof\x18\x02 \x03(\fR\x10consistencyProof2\xdb\a\n" +
 	"\rLedgerService\x12?\n" +
 	"\x04Ping\x12\x1a.alp.ledger.v1.PingRequest\x1a\x1b.alp.ledger.v1.PingResponse\x12H\n" +
 	"\aGetHead\x12\x1d.alp.ledger.v1.GetHeadRequest\x1a\x1e.alp.ledger.v1.GetHeadResponse\x12T\n" +
 	"\vListEntries\x12!.alp.ledger.v1.ListEntriesRequest\x1a\".alp.ledger.v1.ListEntriesResponse\x12f\n" +
 	"\x11GetInclusionProof\x12'.alp.ledger.v1.GetInclusionProofRequest\x1a(.alp.ledger.v1.GetInclusionProofResponse\x12l\n" +
 	"\x13GetConsistencyProof\x12).alp.ledger.v1.GetConsistencyProofRequest\x1a*.alp.ledger.v1.GetConsistencyProofResponse\x12G\n" +
-	"\x06Export\x12\x1c.alp.ledger.v1.ExportRequest\x1a\x1d.alp.ledger.v1.ExportResponse0\x01B\xb4\x01\n" +
+	"\x06Export\x12\x1c.alp.ledger.v1.ExportRequest\x1a\x1d.alp.ledger.v1.ExportResponse0\x01\x12i\n" +
+	"\x12EnvelopeCommitment\x12(.alp.ledger.v1.EnvelopeCommitmentRequest\x1a).alp.ledger.v1.EnvelopeCommitmentResponse\x12W\n" +
+	"\fIssueReceipt\x12\".alp.ledger.v1.IssueReceiptRequest\x1a#.alp.ledger.v1.IssueReceiptResponse\x12E\n" +
+	"\x06Cosign\x12\x1c.alp.ledger.v1.CosignRequest\x1a\x1d.alp.ledger.v1.CosignResponse\x12f\n" +
+	"\x11RecordCosignature\x12'.alp.ledger.v1.RecordCosignatureRequest\x1a(.alp.ledger.v1.RecordCosignatureResponse\x12W\n" +
+	"\fWitnessProof\x12\".alp.ledger.v1.WitnessProofRequest\x1a#.alp.ledger.v1.WitnessProofResponseB\xb4\x01\n" +
 	"\x11com.alp.ledger.v1B\vLedgerProtoP\x01Z7github.com/alpd-project/alpd/gen/alp/ledger/v1;ledgerv1\xa2\x02\x03ALX\xaa\x02\rAlp.Ledger.V1\xca\x02\rAlp\\Ledger\\V1\xe2\x02\x19Alp\\Ledger\\V1\\GPBMetadata\xea\x02\x0fAlp::Ledger::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
 var (
@@ -1175,7 +1854,7 @@ func file_alp_ledger_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_alp_ledger_v1_ledger_proto_rawDescData
 }
 
-var file_alp_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_alp_ledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_alp_ledger_v1_ledger_proto_goTypes = []any{
 	(*PingRequest)(nil),                 // 0: alp.ledger.v1.PingRequest
 	(*PingResponse)(nil),                // 1: alp.ledger.v1.PingResponse
@@ -1193,42 +1872,63 @@ var file_alp_ledger_v1_ledger_proto_goTypes = []any{
 	(*GetConsistencyProofResponse)(nil), // 13: alp.ledger.v1.GetConsistencyProofResponse
 	(*ExportRequest)(nil),               // 14: alp.ledger.v1.ExportRequest
 	(*ExportResponse)(nil),              // 15: alp.ledger.v1.ExportResponse
-	(*v1.Envelope)(nil),                 // 16: alp.v1.Envelope
-	(v1.KeyState)(0),                    // 17: alp.v1.KeyState
-	(*timestamppb.Timestamp)(nil),       // 18: google.protobuf.Timestamp
+	(*EnvelopeCommitmentRequest)(nil),   // 16: alp.ledger.v1.EnvelopeCommitmentRequest
+	(*EnvelopeCommitmentResponse)(nil),  // 17: alp.ledger.v1.EnvelopeCommitmentResponse
+	(*IssueReceiptRequest)(nil),         // 18: alp.ledger.v1.IssueReceiptRequest
+	(*IssueReceiptResponse)(nil),        // 19: alp.ledger.v1.IssueReceiptResponse
+	(*CosignRequest)(nil),               // 20: alp.ledger.v1.CosignRequest
+	(*CosignResponse)(nil),              // 21: alp.ledger.v1.CosignResponse
+	(*RecordCosignatureRequest)(nil),    // 22: alp.ledger.v1.RecordCosignatureRequest
+	(*RecordCosignatureResponse)(nil),   // 23: alp.ledger.v1.RecordCosignatureResponse
+	(*WitnessProofRequest)(nil),         // 24: alp.ledger.v1.WitnessProofRequest
+	(*WitnessProofResponse)(nil),        // 25: alp.ledger.v1.WitnessProofResponse
+	(*v1.Envelope)(nil),                 // 26: alp.v1.Envelope
+	(v1.KeyState)(0),                    // 27: alp.v1.KeyState
+	(*timestamppb.Timestamp)(nil),       // 28: google.protobuf.Timestamp
 }
 var file_alp_ledger_v1_ledger_proto_depIdxs = []int32{
-	16, // 0: alp.ledger.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
-	16, // 1: alp.ledger.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
-	17, // 2: alp.ledger.v1.PublicKey.state:type_name -> alp.v1.KeyState
-	18, // 3: alp.ledger.v1.PublicKey.created:type_name -> google.protobuf.Timestamp
-	18, // 4: alp.ledger.v1.PublicKey.compromised_at:type_name -> google.protobuf.Timestamp
+	26, // 0: alp.ledger.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
+	26, // 1: alp.ledger.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
+	27, // 2: alp.ledger.v1.PublicKey.state:type_name -> alp.v1.KeyState
+	28, // 3: alp.ledger.v1.PublicKey.created:type_name -> google.protobuf.Timestamp
+	28, // 4: alp.ledger.v1.PublicKey.compromised_at:type_name -> google.protobuf.Timestamp
 	2,  // 5: alp.ledger.v1.GetHeadResponse.checkpoint:type_name -> alp.ledger.v1.Checkpoint
 	3,  // 6: alp.ledger.v1.GetHeadResponse.public_keys:type_name -> alp.ledger.v1.PublicKey
-	18, // 7: alp.ledger.v1.Entry.time:type_name -> google.protobuf.Timestamp
+	28, // 7: alp.ledger.v1.Entry.time:type_name -> google.protobuf.Timestamp
 	6,  // 8: alp.ledger.v1.Entry.opening:type_name -> alp.ledger.v1.Opening
 	7,  // 9: alp.ledger.v1.ListEntriesResponse.entries:type_name -> alp.ledger.v1.Entry
 	2,  // 10: alp.ledger.v1.ListEntriesResponse.checkpoint:type_name -> alp.ledger.v1.Checkpoint
 	2,  // 11: alp.ledger.v1.GetInclusionProofResponse.checkpoint:type_name -> alp.ledger.v1.Checkpoint
 	2,  // 12: alp.ledger.v1.GetConsistencyProofResponse.checkpoint:type_name -> alp.ledger.v1.Checkpoint
 	2,  // 13: alp.ledger.v1.ExportResponse.checkpoint:type_name -> alp.ledger.v1.Checkpoint
-	0,  // 14: alp.ledger.v1.LedgerService.Ping:input_type -> alp.ledger.v1.PingRequest
-	4,  // 15: alp.ledger.v1.LedgerService.GetHead:input_type -> alp.ledger.v1.GetHeadRequest
-	8,  // 16: alp.ledger.v1.LedgerService.ListEntries:input_type -> alp.ledger.v1.ListEntriesRequest
-	10, // 17: alp.ledger.v1.LedgerService.GetInclusionProof:input_type -> alp.ledger.v1.GetInclusionProofRequest
-	12, // 18: alp.ledger.v1.LedgerService.GetConsistencyProof:input_type -> alp.ledger.v1.GetConsistencyProofRequest
-	14, // 19: alp.ledger.v1.LedgerService.Export:input_type -> alp.ledger.v1.ExportRequest
-	1,  // 20: alp.ledger.v1.LedgerService.Ping:output_type -> alp.ledger.v1.PingResponse
-	5,  // 21: alp.ledger.v1.LedgerService.GetHead:output_type -> alp.ledger.v1.GetHeadResponse
-	9,  // 22: alp.ledger.v1.LedgerService.ListEntries:output_type -> alp.ledger.v1.ListEntriesResponse
-	11, // 23: alp.ledger.v1.LedgerService.GetInclusionProof:output_type -> alp.ledger.v1.GetInclusionProofResponse
-	13, // 24: alp.ledger.v1.LedgerService.GetConsistencyProof:output_type -> alp.ledger.v1.GetConsistencyProofResponse
-	15, // 25: alp.ledger.v1.LedgerService.Export:output_type -> alp.ledger.v1.ExportResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	2,  // 14: alp.ledger.v1.WitnessProofResponse.checkpoint:type_name -> alp.ledger.v1.Checkpoint
+	0,  // 15: alp.ledger.v1.LedgerService.Ping:input_type -> alp.ledger.v1.PingRequest
+	4,  // 16: alp.ledger.v1.LedgerService.GetHead:input_type -> alp.ledger.v1.GetHeadRequest
+	8,  // 17: alp.ledger.v1.LedgerService.ListEntries:input_type -> alp.ledger.v1.ListEntriesRequest
+	10, // 18: alp.ledger.v1.LedgerService.GetInclusionProof:input_type -> alp.ledger.v1.GetInclusionProofRequest
+	12, // 19: alp.ledger.v1.LedgerService.GetConsistencyProof:input_type -> alp.ledger.v1.GetConsistencyProofRequest
+	14, // 20: alp.ledger.v1.LedgerService.Export:input_type -> alp.ledger.v1.ExportRequest
+	16, // 21: alp.ledger.v1.LedgerService.EnvelopeCommitment:input_type -> alp.ledger.v1.EnvelopeCommitmentRequest
+	18, // 22: alp.ledger.v1.LedgerService.IssueReceipt:input_type -> alp.ledger.v1.IssueReceiptRequest
+	20, // 23: alp.ledger.v1.LedgerService.Cosign:input_type -> alp.ledger.v1.CosignRequest
+	22, // 24: alp.ledger.v1.LedgerService.RecordCosignature:input_type -> alp.ledger.v1.RecordCosignatureRequest
+	24, // 25: alp.ledger.v1.LedgerService.WitnessProof:input_type -> alp.ledger.v1.WitnessProofRequest
+	1,  // 26: alp.ledger.v1.LedgerService.Ping:output_type -> alp.ledger.v1.PingResponse
+	5,  // 27: alp.ledger.v1.LedgerService.GetHead:output_type -> alp.ledger.v1.GetHeadResponse
+	9,  // 28: alp.ledger.v1.LedgerService.ListEntries:output_type -> alp.ledger.v1.ListEntriesResponse
+	11, // 29: alp.ledger.v1.LedgerService.GetInclusionProof:output_type -> alp.ledger.v1.GetInclusionProofResponse
+	13, // 30: alp.ledger.v1.LedgerService.GetConsistencyProof:output_type -> alp.ledger.v1.GetConsistencyProofResponse
+	15, // 31: alp.ledger.v1.LedgerService.Export:output_type -> alp.ledger.v1.ExportResponse
+	17, // 32: alp.ledger.v1.LedgerService.EnvelopeCommitment:output_type -> alp.ledger.v1.EnvelopeCommitmentResponse
+	19, // 33: alp.ledger.v1.LedgerService.IssueReceipt:output_type -> alp.ledger.v1.IssueReceiptResponse
+	21, // 34: alp.ledger.v1.LedgerService.Cosign:output_type -> alp.ledger.v1.CosignResponse
+	23, // 35: alp.ledger.v1.LedgerService.RecordCosignature:output_type -> alp.ledger.v1.RecordCosignatureResponse
+	25, // 36: alp.ledger.v1.LedgerService.WitnessProof:output_type -> alp.ledger.v1.WitnessProofResponse
+	26, // [26:37] is the sub-list for method output_type
+	15, // [15:26] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_alp_ledger_v1_ledger_proto_init() }
@@ -1242,7 +1942,7 @@ func file_alp_ledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_ledger_v1_ledger_proto_rawDesc), len(file_alp_ledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

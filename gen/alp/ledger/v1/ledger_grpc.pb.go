@@ -25,6 +25,11 @@ const (
 	LedgerService_GetInclusionProof_FullMethodName   = "/alp.ledger.v1.LedgerService/GetInclusionProof"
 	LedgerService_GetConsistencyProof_FullMethodName = "/alp.ledger.v1.LedgerService/GetConsistencyProof"
 	LedgerService_Export_FullMethodName              = "/alp.ledger.v1.LedgerService/Export"
+	LedgerService_EnvelopeCommitment_FullMethodName  = "/alp.ledger.v1.LedgerService/EnvelopeCommitment"
+	LedgerService_IssueReceipt_FullMethodName        = "/alp.ledger.v1.LedgerService/IssueReceipt"
+	LedgerService_Cosign_FullMethodName              = "/alp.ledger.v1.LedgerService/Cosign"
+	LedgerService_RecordCosignature_FullMethodName   = "/alp.ledger.v1.LedgerService/RecordCosignature"
+	LedgerService_WitnessProof_FullMethodName        = "/alp.ledger.v1.LedgerService/WitnessProof"
 )
 
 // LedgerServiceClient is the client API for LedgerService service.
@@ -59,6 +64,51 @@ type LedgerServiceClient interface {
 	// Export streams the whole log as an alp-ledger-export/v1 document (JSON
 	// Lines), what `alpctl ledger verify` reads.
 	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error)
+	// The exchange methods are federation's (docs/ledger.md, "Across
+	// brokers"): they name the tenant and person in the request, as federation
+	// acts for the broker, not for a person; mTLS lets only the federation role
+	// call them.
+	//
+	// EnvelopeCommitment, on the sender's broker: the commitment of the
+	// sender's envelope.send_requested entry, which the wire envelope carries
+	// (alp-wire/v1 sender_commitment) so that the recipient's entry carries the
+	// same string. NOT_FOUND while the entry is not recorded yet (retry);
+	// FAILED_PRECONDITION when it has no commitment (the sender was erased
+	// first): send without one.
+	EnvelopeCommitment(ctx context.Context, in *EnvelopeCommitmentRequest, opts ...grpc.CallOption) (*EnvelopeCommitmentResponse, error)
+	// IssueReceipt, on the recipient's broker: the receipt for the recipient's
+	// envelope.received entry of the envelope, issued once to counterparty (the
+	// sender's ledger origin) and recorded as receipt.issued; a retry returns
+	// the receipt recorded first. NOT_FOUND while the entry is not recorded
+	// yet (retry); FAILED_PRECONDITION when it has no commitment (the sender
+	// gave none).
+	IssueReceipt(ctx context.Context, in *IssueReceiptRequest, opts ...grpc.CallOption) (*IssueReceiptResponse, error)
+	// Cosign, on any broker hosting tenant: witnesses another log's checkpoint
+	// (C2SP tlog-cosignature, cosignature/v1) with tenant's witness key, which
+	// is its ledger key under the key name "<tenant>/alp/witness". Like a C2SP
+	// tlog-witness it cosigns only a checkpoint consistent with the last one it
+	// cosigned for that origin: old_size must be that size (0 the first time)
+	// and consistency_proof prove old to new. FAILED_PRECONDITION otherwise:
+	// code witness_size_mismatch (trailer alp-witness-size: the size it
+	// holds; retry from there), split_view (a checkpoint of the size it holds
+	// with another root, or a proof that does not join them: two histories).
+	Cosign(ctx context.Context, in *CosignRequest, opts ...grpc.CallOption) (*CosignResponse, error)
+	// RecordCosignature records a counterparty's cosignature of one of the
+	// person's checkpoints as a checkpoint.cosigned entry of the person's log,
+	// once per cosignature. The checkpoint must be one this log signed; the
+	// cosignature is checked for its form (the caller verified it with the
+	// cosigner's keys, as for receipts).
+	RecordCosignature(ctx context.Context, in *RecordCosignatureRequest, opts ...grpc.CallOption) (*RecordCosignatureResponse, error)
+	// WitnessProof, on the log's broker: the person's latest signed checkpoint
+	// and the consistency proof to it from old_size (the size a witness holds
+	// of this log; empty for 0 and for the checkpoint's own size), what a
+	// witness's Cosign needs (C2SP tlog-witness add-checkpoint). The proof is
+	// checked against the checkpoint before it is answered. NOT_FOUND
+	// not_recorded while the log has no checkpoint of at least min_size
+	// entries (retry); FAILED_PRECONDITION checkpoint_ahead when old_size is
+	// beyond the latest checkpoint (a witness holds more than the log has
+	// signed: evidence, logged).
+	WitnessProof(ctx context.Context, in *WitnessProofRequest, opts ...grpc.CallOption) (*WitnessProofResponse, error)
 }
 
 type ledgerServiceClient struct {
@@ -138,6 +188,56 @@ func (c *ledgerServiceClient) Export(ctx context.Context, in *ExportRequest, opt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LedgerService_ExportClient = grpc.ServerStreamingClient[ExportResponse]
 
+func (c *ledgerServiceClient) EnvelopeCommitment(ctx context.Context, in *EnvelopeCommitmentRequest, opts ...grpc.CallOption) (*EnvelopeCommitmentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EnvelopeCommitmentResponse)
+	err := c.cc.Invoke(ctx, LedgerService_EnvelopeCommitment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) IssueReceipt(ctx context.Context, in *IssueReceiptRequest, opts ...grpc.CallOption) (*IssueReceiptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IssueReceiptResponse)
+	err := c.cc.Invoke(ctx, LedgerService_IssueReceipt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) Cosign(ctx context.Context, in *CosignRequest, opts ...grpc.CallOption) (*CosignResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CosignResponse)
+	err := c.cc.Invoke(ctx, LedgerService_Cosign_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) RecordCosignature(ctx context.Context, in *RecordCosignatureRequest, opts ...grpc.CallOption) (*RecordCosignatureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordCosignatureResponse)
+	err := c.cc.Invoke(ctx, LedgerService_RecordCosignature_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ledgerServiceClient) WitnessProof(ctx context.Context, in *WitnessProofRequest, opts ...grpc.CallOption) (*WitnessProofResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WitnessProofResponse)
+	err := c.cc.Invoke(ctx, LedgerService_WitnessProof_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LedgerServiceServer is the server API for LedgerService service.
 // All implementations must embed UnimplementedLedgerServiceServer
 // for forward compatibility.
@@ -170,6 +270,51 @@ type LedgerServiceServer interface {
 	// Export streams the whole log as an alp-ledger-export/v1 document (JSON
 	// Lines), what `alpctl ledger verify` reads.
 	Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error
+	// The exchange methods are federation's (docs/ledger.md, "Across
+	// brokers"): they name the tenant and person in the request, as federation
+	// acts for the broker, not for a person; mTLS lets only the federation role
+	// call them.
+	//
+	// EnvelopeCommitment, on the sender's broker: the commitment of the
+	// sender's envelope.send_requested entry, which the wire envelope carries
+	// (alp-wire/v1 sender_commitment) so that the recipient's entry carries the
+	// same string. NOT_FOUND while the entry is not recorded yet (retry);
+	// FAILED_PRECONDITION when it has no commitment (the sender was erased
+	// first): send without one.
+	EnvelopeCommitment(context.Context, *EnvelopeCommitmentRequest) (*EnvelopeCommitmentResponse, error)
+	// IssueReceipt, on the recipient's broker: the receipt for the recipient's
+	// envelope.received entry of the envelope, issued once to counterparty (the
+	// sender's ledger origin) and recorded as receipt.issued; a retry returns
+	// the receipt recorded first. NOT_FOUND while the entry is not recorded
+	// yet (retry); FAILED_PRECONDITION when it has no commitment (the sender
+	// gave none).
+	IssueReceipt(context.Context, *IssueReceiptRequest) (*IssueReceiptResponse, error)
+	// Cosign, on any broker hosting tenant: witnesses another log's checkpoint
+	// (C2SP tlog-cosignature, cosignature/v1) with tenant's witness key, which
+	// is its ledger key under the key name "<tenant>/alp/witness". Like a C2SP
+	// tlog-witness it cosigns only a checkpoint consistent with the last one it
+	// cosigned for that origin: old_size must be that size (0 the first time)
+	// and consistency_proof prove old to new. FAILED_PRECONDITION otherwise:
+	// code witness_size_mismatch (trailer alp-witness-size: the size it
+	// holds; retry from there), split_view (a checkpoint of the size it holds
+	// with another root, or a proof that does not join them: two histories).
+	Cosign(context.Context, *CosignRequest) (*CosignResponse, error)
+	// RecordCosignature records a counterparty's cosignature of one of the
+	// person's checkpoints as a checkpoint.cosigned entry of the person's log,
+	// once per cosignature. The checkpoint must be one this log signed; the
+	// cosignature is checked for its form (the caller verified it with the
+	// cosigner's keys, as for receipts).
+	RecordCosignature(context.Context, *RecordCosignatureRequest) (*RecordCosignatureResponse, error)
+	// WitnessProof, on the log's broker: the person's latest signed checkpoint
+	// and the consistency proof to it from old_size (the size a witness holds
+	// of this log; empty for 0 and for the checkpoint's own size), what a
+	// witness's Cosign needs (C2SP tlog-witness add-checkpoint). The proof is
+	// checked against the checkpoint before it is answered. NOT_FOUND
+	// not_recorded while the log has no checkpoint of at least min_size
+	// entries (retry); FAILED_PRECONDITION checkpoint_ahead when old_size is
+	// beyond the latest checkpoint (a witness holds more than the log has
+	// signed: evidence, logged).
+	WitnessProof(context.Context, *WitnessProofRequest) (*WitnessProofResponse, error)
 	mustEmbedUnimplementedLedgerServiceServer()
 }
 
@@ -197,6 +342,21 @@ func (UnimplementedLedgerServiceServer) GetConsistencyProof(context.Context, *Ge
 }
 func (UnimplementedLedgerServiceServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error {
 	return status.Error(codes.Unimplemented, "method Export not implemented")
+}
+func (UnimplementedLedgerServiceServer) EnvelopeCommitment(context.Context, *EnvelopeCommitmentRequest) (*EnvelopeCommitmentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EnvelopeCommitment not implemented")
+}
+func (UnimplementedLedgerServiceServer) IssueReceipt(context.Context, *IssueReceiptRequest) (*IssueReceiptResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IssueReceipt not implemented")
+}
+func (UnimplementedLedgerServiceServer) Cosign(context.Context, *CosignRequest) (*CosignResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Cosign not implemented")
+}
+func (UnimplementedLedgerServiceServer) RecordCosignature(context.Context, *RecordCosignatureRequest) (*RecordCosignatureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordCosignature not implemented")
+}
+func (UnimplementedLedgerServiceServer) WitnessProof(context.Context, *WitnessProofRequest) (*WitnessProofResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WitnessProof not implemented")
 }
 func (UnimplementedLedgerServiceServer) mustEmbedUnimplementedLedgerServiceServer() {}
 func (UnimplementedLedgerServiceServer) testEmbeddedByValue()                       {}
@@ -320,6 +480,96 @@ func _LedgerService_Export_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LedgerService_ExportServer = grpc.ServerStreamingServer[ExportResponse]
 
+func _LedgerService_EnvelopeCommitment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EnvelopeCommitmentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).EnvelopeCommitment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_EnvelopeCommitment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).EnvelopeCommitment(ctx, req.(*EnvelopeCommitmentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_IssueReceipt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IssueReceiptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).IssueReceipt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_IssueReceipt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).IssueReceipt(ctx, req.(*IssueReceiptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_Cosign_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CosignRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).Cosign(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_Cosign_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).Cosign(ctx, req.(*CosignRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_RecordCosignature_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordCosignatureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).RecordCosignature(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_RecordCosignature_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).RecordCosignature(ctx, req.(*RecordCosignatureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LedgerService_WitnessProof_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WitnessProofRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LedgerServiceServer).WitnessProof(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LedgerService_WitnessProof_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LedgerServiceServer).WitnessProof(ctx, req.(*WitnessProofRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LedgerService_ServiceDesc is the grpc.ServiceDesc for LedgerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -346,6 +596,26 @@ var LedgerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetConsistencyProof",
 			Handler:    _LedgerService_GetConsistencyProof_Handler,
+		},
+		{
+			MethodName: "EnvelopeCommitment",
+			Handler:    _LedgerService_EnvelopeCommitment_Handler,
+		},
+		{
+			MethodName: "IssueReceipt",
+			Handler:    _LedgerService_IssueReceipt_Handler,
+		},
+		{
+			MethodName: "Cosign",
+			Handler:    _LedgerService_Cosign_Handler,
+		},
+		{
+			MethodName: "RecordCosignature",
+			Handler:    _LedgerService_RecordCosignature_Handler,
+		},
+		{
+			MethodName: "WitnessProof",
+			Handler:    _LedgerService_WitnessProof_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/alpd-project/alpd/gen/alp/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -22,6 +23,190 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ListConnectionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant" json:"tenant,omitempty"`
+	PersonId      string                 `protobuf:"bytes,2,opt,name=person_id,json=personId" json:"person_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConnectionsRequest) Reset() {
+	*x = ListConnectionsRequest{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConnectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConnectionsRequest) ProtoMessage() {}
+
+func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
+func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListConnectionsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ListConnectionsRequest) GetPersonId() string {
+	if x != nil {
+		return x.PersonId
+	}
+	return ""
+}
+
+type ListConnectionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Connections   []*Connection          `protobuf:"bytes,1,rep,name=connections" json:"connections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConnectionsResponse) Reset() {
+	*x = ListConnectionsResponse{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConnectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConnectionsResponse) ProtoMessage() {}
+
+func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
+func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListConnectionsResponse) GetConnections() []*Connection {
+	if x != nil {
+		return x.Connections
+	}
+	return nil
+}
+
+// Connection is one connection or request of a person, seen from their side.
+type Connection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id" json:"id,omitempty"`
+	// The other party's address.
+	With string `protobuf:"bytes,2,opt,name=with" json:"with,omitempty"`
+	// "requested", "connected", "declined" or "blocked".
+	State string `protobuf:"bytes,3,opt,name=state" json:"state,omitempty"`
+	// "incoming" when the other party asked, "outgoing" when the person did.
+	Direction     string                 `protobuf:"bytes,4,opt,name=direction" json:"direction,omitempty"`
+	Requested     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=requested" json:"requested,omitempty"`
+	Decided       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=decided" json:"decided,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Connection) Reset() {
+	*x = Connection{}
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Connection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Connection) ProtoMessage() {}
+
+func (x *Connection) ProtoReflect() protoreflect.Message {
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Connection.ProtoReflect.Descriptor instead.
+func (*Connection) Descriptor() ([]byte, []int) {
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Connection) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Connection) GetWith() string {
+	if x != nil {
+		return x.With
+	}
+	return ""
+}
+
+func (x *Connection) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Connection) GetDirection() string {
+	if x != nil {
+		return x.Direction
+	}
+	return ""
+}
+
+func (x *Connection) GetRequested() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Requested
+	}
+	return nil
+}
+
+func (x *Connection) GetDecided() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Decided
+	}
+	return nil
+}
+
 type PingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Envelope      *v1.Envelope           `protobuf:"bytes,1,opt,name=envelope" json:"envelope,omitempty"`
@@ -31,7 +216,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[0]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +228,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[0]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +241,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{0}
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PingRequest) GetEnvelope() *v1.Envelope {
@@ -77,7 +262,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[1]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -89,7 +274,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[1]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -102,7 +287,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{1}
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PingResponse) GetEnvelope() *v1.Envelope {
@@ -147,7 +332,7 @@ type PushRuleSetRequest struct {
 
 func (x *PushRuleSetRequest) Reset() {
 	*x = PushRuleSetRequest{}
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[2]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +344,7 @@ func (x *PushRuleSetRequest) String() string {
 func (*PushRuleSetRequest) ProtoMessage() {}
 
 func (x *PushRuleSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[2]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +357,7 @@ func (x *PushRuleSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushRuleSetRequest.ProtoReflect.Descriptor instead.
 func (*PushRuleSetRequest) Descriptor() ([]byte, []int) {
-	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{2}
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PushRuleSetRequest) GetTenant() string {
@@ -221,7 +406,7 @@ type PushRuleSetResponse struct {
 
 func (x *PushRuleSetResponse) Reset() {
 	*x = PushRuleSetResponse{}
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[3]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -233,7 +418,7 @@ func (x *PushRuleSetResponse) String() string {
 func (*PushRuleSetResponse) ProtoMessage() {}
 
 func (x *PushRuleSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[3]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -246,7 +431,7 @@ func (x *PushRuleSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushRuleSetResponse.ProtoReflect.Descriptor instead.
 func (*PushRuleSetResponse) Descriptor() ([]byte, []int) {
-	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{3}
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PushRuleSetResponse) GetVersion() uint64 {
@@ -278,7 +463,7 @@ type RuleSetRefused struct {
 
 func (x *RuleSetRefused) Reset() {
 	*x = RuleSetRefused{}
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[4]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +475,7 @@ func (x *RuleSetRefused) String() string {
 func (*RuleSetRefused) ProtoMessage() {}
 
 func (x *RuleSetRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[4]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +488,7 @@ func (x *RuleSetRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleSetRefused.ProtoReflect.Descriptor instead.
 func (*RuleSetRefused) Descriptor() ([]byte, []int) {
-	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{4}
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RuleSetRefused) GetCode() string {
@@ -342,7 +527,7 @@ type RuleSetProblem struct {
 
 func (x *RuleSetProblem) Reset() {
 	*x = RuleSetProblem{}
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[5]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +539,7 @@ func (x *RuleSetProblem) String() string {
 func (*RuleSetProblem) ProtoMessage() {}
 
 func (x *RuleSetProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[5]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +552,7 @@ func (x *RuleSetProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleSetProblem.ProtoReflect.Descriptor instead.
 func (*RuleSetProblem) Descriptor() ([]byte, []int) {
-	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{5}
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RuleSetProblem) GetCode() string {
@@ -426,7 +611,7 @@ type DryRunRequest struct {
 
 func (x *DryRunRequest) Reset() {
 	*x = DryRunRequest{}
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[6]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +623,7 @@ func (x *DryRunRequest) String() string {
 func (*DryRunRequest) ProtoMessage() {}
 
 func (x *DryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[6]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +636,7 @@ func (x *DryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DryRunRequest.ProtoReflect.Descriptor instead.
 func (*DryRunRequest) Descriptor() ([]byte, []int) {
-	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{6}
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DryRunRequest) GetTenant() string {
@@ -525,7 +710,7 @@ type DryRunResponse struct {
 
 func (x *DryRunResponse) Reset() {
 	*x = DryRunResponse{}
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[7]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +722,7 @@ func (x *DryRunResponse) String() string {
 func (*DryRunResponse) ProtoMessage() {}
 
 func (x *DryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[7]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +735,7 @@ func (x *DryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DryRunResponse.ProtoReflect.Descriptor instead.
 func (*DryRunResponse) Descriptor() ([]byte, []int) {
-	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{7}
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DryRunResponse) GetOutcome() v1.Outcome {
@@ -633,7 +818,7 @@ type DryRunView struct {
 
 func (x *DryRunView) Reset() {
 	*x = DryRunView{}
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[8]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +830,7 @@ func (x *DryRunView) String() string {
 func (*DryRunView) ProtoMessage() {}
 
 func (x *DryRunView) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[8]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +843,7 @@ func (x *DryRunView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DryRunView.ProtoReflect.Descriptor instead.
 func (*DryRunView) Descriptor() ([]byte, []int) {
-	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{8}
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DryRunView) GetTrustClass() string {
@@ -686,7 +871,7 @@ type DryRunHeld struct {
 
 func (x *DryRunHeld) Reset() {
 	*x = DryRunHeld{}
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[9]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +883,7 @@ func (x *DryRunHeld) String() string {
 func (*DryRunHeld) ProtoMessage() {}
 
 func (x *DryRunHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_alp_policy_v1_policy_proto_msgTypes[9]
+	mi := &file_alp_policy_v1_policy_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +896,7 @@ func (x *DryRunHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DryRunHeld.ProtoReflect.Descriptor instead.
 func (*DryRunHeld) Descriptor() ([]byte, []int) {
-	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{9}
+	return file_alp_policy_v1_policy_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DryRunHeld) GetKind() v1.HeldKind {
@@ -739,7 +924,20 @@ var File_alp_policy_v1_policy_proto protoreflect.FileDescriptor
 
 const file_alp_policy_v1_policy_proto_rawDesc = "" +
 	"\n" +
-	"\x1aalp/policy/v1/policy.proto\x12\ralp.policy.v1\x1a\x15alp/v1/envelope.proto\x1a\x13alp/v1/events.proto\";\n" +
+	"\x1aalp/policy/v1/policy.proto\x12\ralp.policy.v1\x1a\x15alp/v1/envelope.proto\x1a\x13alp/v1/events.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"M\n" +
+	"\x16ListConnectionsRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tperson_id\x18\x02 \x01(\tR\bpersonId\"V\n" +
+	"\x17ListConnectionsResponse\x12;\n" +
+	"\vconnections\x18\x01 \x03(\v2\x19.alp.policy.v1.ConnectionR\vconnections\"\xd4\x01\n" +
+	"\n" +
+	"Connection\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04with\x18\x02 \x01(\tR\x04with\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1c\n" +
+	"\tdirection\x18\x04 \x01(\tR\tdirection\x128\n" +
+	"\trequested\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\trequested\x124\n" +
+	"\adecided\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\adecided\";\n" +
 	"\vPingRequest\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.alp.v1.EnvelopeR\benvelope\"l\n" +
 	"\fPingResponse\x12,\n" +
@@ -795,11 +993,12 @@ const file_alp_policy_v1_policy_proto_rawDesc = "" +
 	"DryRunHeld\x12$\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x10.alp.v1.HeldKindR\x04kind\x12\x1a\n" +
 	"\bpointers\x18\x02 \x03(\tR\bpointers\x12\x18\n" +
-	"\acommits\x18\x03 \x01(\tR\acommits2\xed\x01\n" +
+	"\acommits\x18\x03 \x01(\tR\acommits2\xcf\x02\n" +
 	"\rPolicyService\x12?\n" +
 	"\x04Ping\x12\x1a.alp.policy.v1.PingRequest\x1a\x1b.alp.policy.v1.PingResponse\x12T\n" +
 	"\vPushRuleSet\x12!.alp.policy.v1.PushRuleSetRequest\x1a\".alp.policy.v1.PushRuleSetResponse\x12E\n" +
-	"\x06DryRun\x12\x1c.alp.policy.v1.DryRunRequest\x1a\x1d.alp.policy.v1.DryRunResponseB\xb4\x01\n" +
+	"\x06DryRun\x12\x1c.alp.policy.v1.DryRunRequest\x1a\x1d.alp.policy.v1.DryRunResponse\x12`\n" +
+	"\x0fListConnections\x12%.alp.policy.v1.ListConnectionsRequest\x1a&.alp.policy.v1.ListConnectionsResponseB\xb4\x01\n" +
 	"\x11com.alp.policy.v1B\vPolicyProtoP\x01Z7github.com/alpd-project/alpd/gen/alp/policy/v1;policyv1\xa2\x02\x03APX\xaa\x02\rAlp.Policy.V1\xca\x02\rAlp\\Policy\\V1\xe2\x02\x19Alp\\Policy\\V1\\GPBMetadata\xea\x02\x0fAlp::Policy::V1\x92\x03\x02\b\x02b\beditionsp\xe8\a"
 
 var (
@@ -814,46 +1013,55 @@ func file_alp_policy_v1_policy_proto_rawDescGZIP() []byte {
 	return file_alp_policy_v1_policy_proto_rawDescData
 }
 
-var file_alp_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_alp_policy_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_alp_policy_v1_policy_proto_goTypes = []any{
-	(*PingRequest)(nil),         // 0: alp.policy.v1.PingRequest
-	(*PingResponse)(nil),        // 1: alp.policy.v1.PingResponse
-	(*PushRuleSetRequest)(nil),  // 2: alp.policy.v1.PushRuleSetRequest
-	(*PushRuleSetResponse)(nil), // 3: alp.policy.v1.PushRuleSetResponse
-	(*RuleSetRefused)(nil),      // 4: alp.policy.v1.RuleSetRefused
-	(*RuleSetProblem)(nil),      // 5: alp.policy.v1.RuleSetProblem
-	(*DryRunRequest)(nil),       // 6: alp.policy.v1.DryRunRequest
-	(*DryRunResponse)(nil),      // 7: alp.policy.v1.DryRunResponse
-	(*DryRunView)(nil),          // 8: alp.policy.v1.DryRunView
-	(*DryRunHeld)(nil),          // 9: alp.policy.v1.DryRunHeld
-	(*v1.Envelope)(nil),         // 10: alp.v1.Envelope
-	(v1.Outcome)(0),             // 11: alp.v1.Outcome
-	(*v1.Reason)(nil),           // 12: alp.v1.Reason
-	(*v1.FieldVerdict)(nil),     // 13: alp.v1.FieldVerdict
-	(v1.HeldKind)(0),            // 14: alp.v1.HeldKind
+	(*ListConnectionsRequest)(nil),  // 0: alp.policy.v1.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil), // 1: alp.policy.v1.ListConnectionsResponse
+	(*Connection)(nil),              // 2: alp.policy.v1.Connection
+	(*PingRequest)(nil),             // 3: alp.policy.v1.PingRequest
+	(*PingResponse)(nil),            // 4: alp.policy.v1.PingResponse
+	(*PushRuleSetRequest)(nil),      // 5: alp.policy.v1.PushRuleSetRequest
+	(*PushRuleSetResponse)(nil),     // 6: alp.policy.v1.PushRuleSetResponse
+	(*RuleSetRefused)(nil),          // 7: alp.policy.v1.RuleSetRefused
+	(*RuleSetProblem)(nil),          // 8: alp.policy.v1.RuleSetProblem
+	(*DryRunRequest)(nil),           // 9: alp.policy.v1.DryRunRequest
+	(*DryRunResponse)(nil),          // 10: alp.policy.v1.DryRunResponse
+	(*DryRunView)(nil),              // 11: alp.policy.v1.DryRunView
+	(*DryRunHeld)(nil),              // 12: alp.policy.v1.DryRunHeld
+	(*timestamppb.Timestamp)(nil),   // 13: google.protobuf.Timestamp
+	(*v1.Envelope)(nil),             // 14: alp.v1.Envelope
+	(v1.Outcome)(0),                 // 15: alp.v1.Outcome
+	(*v1.Reason)(nil),               // 16: alp.v1.Reason
+	(*v1.FieldVerdict)(nil),         // 17: alp.v1.FieldVerdict
+	(v1.HeldKind)(0),                // 18: alp.v1.HeldKind
 }
 var file_alp_policy_v1_policy_proto_depIdxs = []int32{
-	10, // 0: alp.policy.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
-	10, // 1: alp.policy.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
-	5,  // 2: alp.policy.v1.RuleSetRefused.problems:type_name -> alp.policy.v1.RuleSetProblem
-	11, // 3: alp.policy.v1.DryRunResponse.outcome:type_name -> alp.v1.Outcome
-	11, // 4: alp.policy.v1.DryRunResponse.sender_outcome:type_name -> alp.v1.Outcome
-	12, // 5: alp.policy.v1.DryRunResponse.reasons:type_name -> alp.v1.Reason
-	13, // 6: alp.policy.v1.DryRunResponse.fields:type_name -> alp.v1.FieldVerdict
-	8,  // 7: alp.policy.v1.DryRunResponse.views:type_name -> alp.policy.v1.DryRunView
-	9,  // 8: alp.policy.v1.DryRunResponse.held:type_name -> alp.policy.v1.DryRunHeld
-	14, // 9: alp.policy.v1.DryRunHeld.kind:type_name -> alp.v1.HeldKind
-	0,  // 10: alp.policy.v1.PolicyService.Ping:input_type -> alp.policy.v1.PingRequest
-	2,  // 11: alp.policy.v1.PolicyService.PushRuleSet:input_type -> alp.policy.v1.PushRuleSetRequest
-	6,  // 12: alp.policy.v1.PolicyService.DryRun:input_type -> alp.policy.v1.DryRunRequest
-	1,  // 13: alp.policy.v1.PolicyService.Ping:output_type -> alp.policy.v1.PingResponse
-	3,  // 14: alp.policy.v1.PolicyService.PushRuleSet:output_type -> alp.policy.v1.PushRuleSetResponse
-	7,  // 15: alp.policy.v1.PolicyService.DryRun:output_type -> alp.policy.v1.DryRunResponse
-	13, // [13:16] is the sub-list for method output_type
-	10, // [10:13] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	2,  // 0: alp.policy.v1.ListConnectionsResponse.connections:type_name -> alp.policy.v1.Connection
+	13, // 1: alp.policy.v1.Connection.requested:type_name -> google.protobuf.Timestamp
+	13, // 2: alp.policy.v1.Connection.decided:type_name -> google.protobuf.Timestamp
+	14, // 3: alp.policy.v1.PingRequest.envelope:type_name -> alp.v1.Envelope
+	14, // 4: alp.policy.v1.PingResponse.envelope:type_name -> alp.v1.Envelope
+	8,  // 5: alp.policy.v1.RuleSetRefused.problems:type_name -> alp.policy.v1.RuleSetProblem
+	15, // 6: alp.policy.v1.DryRunResponse.outcome:type_name -> alp.v1.Outcome
+	15, // 7: alp.policy.v1.DryRunResponse.sender_outcome:type_name -> alp.v1.Outcome
+	16, // 8: alp.policy.v1.DryRunResponse.reasons:type_name -> alp.v1.Reason
+	17, // 9: alp.policy.v1.DryRunResponse.fields:type_name -> alp.v1.FieldVerdict
+	11, // 10: alp.policy.v1.DryRunResponse.views:type_name -> alp.policy.v1.DryRunView
+	12, // 11: alp.policy.v1.DryRunResponse.held:type_name -> alp.policy.v1.DryRunHeld
+	18, // 12: alp.policy.v1.DryRunHeld.kind:type_name -> alp.v1.HeldKind
+	3,  // 13: alp.policy.v1.PolicyService.Ping:input_type -> alp.policy.v1.PingRequest
+	5,  // 14: alp.policy.v1.PolicyService.PushRuleSet:input_type -> alp.policy.v1.PushRuleSetRequest
+	9,  // 15: alp.policy.v1.PolicyService.DryRun:input_type -> alp.policy.v1.DryRunRequest
+	0,  // 16: alp.policy.v1.PolicyService.ListConnections:input_type -> alp.policy.v1.ListConnectionsRequest
+	4,  // 17: alp.policy.v1.PolicyService.Ping:output_type -> alp.policy.v1.PingResponse
+	6,  // 18: alp.policy.v1.PolicyService.PushRuleSet:output_type -> alp.policy.v1.PushRuleSetResponse
+	10, // 19: alp.policy.v1.PolicyService.DryRun:output_type -> alp.policy.v1.DryRunResponse
+	1,  // 20: alp.policy.v1.PolicyService.ListConnections:output_type -> alp.policy.v1.ListConnectionsResponse
+	17, // [17:21] is the sub-list for method output_type
+	13, // [13:17] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_alp_policy_v1_policy_proto_init() }
@@ -867,7 +1075,7 @@ func file_alp_policy_v1_policy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_alp_policy_v1_policy_proto_rawDesc), len(file_alp_policy_v1_policy_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,9 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PolicyService_Ping_FullMethodName        = "/alp.policy.v1.PolicyService/Ping"
-	PolicyService_PushRuleSet_FullMethodName = "/alp.policy.v1.PolicyService/PushRuleSet"
-	PolicyService_DryRun_FullMethodName      = "/alp.policy.v1.PolicyService/DryRun"
+	PolicyService_Ping_FullMethodName            = "/alp.policy.v1.PolicyService/Ping"
+	PolicyService_PushRuleSet_FullMethodName     = "/alp.policy.v1.PolicyService/PushRuleSet"
+	PolicyService_DryRun_FullMethodName          = "/alp.policy.v1.PolicyService/DryRun"
+	PolicyService_ListConnections_FullMethodName = "/alp.policy.v1.PolicyService/ListConnections"
 )
 
 // PolicyServiceClient is the client API for PolicyService service.
@@ -46,6 +47,11 @@ type PolicyServiceClient interface {
 	// check`). Operators only. It answers every field's verdict with every
 	// party's policy id: the operator sees what no sender does.
 	DryRun(ctx context.Context, in *DryRunRequest, opts ...grpc.CallOption) (*DryRunResponse, error)
+	// ListConnections answers a person's connections as their agents see
+	// them (ingress asks it for the agents' REST and MCP doors): every
+	// connection and request the person is part of, the other party by
+	// address. Ingress only.
+	ListConnections(ctx context.Context, in *ListConnectionsRequest, opts ...grpc.CallOption) (*ListConnectionsResponse, error)
 }
 
 type policyServiceClient struct {
@@ -86,6 +92,16 @@ func (c *policyServiceClient) DryRun(ctx context.Context, in *DryRunRequest, opt
 	return out, nil
 }
 
+func (c *policyServiceClient) ListConnections(ctx context.Context, in *ListConnectionsRequest, opts ...grpc.CallOption) (*ListConnectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConnectionsResponse)
+	err := c.cc.Invoke(ctx, PolicyService_ListConnections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PolicyServiceServer is the server API for PolicyService service.
 // All implementations must embed UnimplementedPolicyServiceServer
 // for forward compatibility.
@@ -108,6 +124,11 @@ type PolicyServiceServer interface {
 	// check`). Operators only. It answers every field's verdict with every
 	// party's policy id: the operator sees what no sender does.
 	DryRun(context.Context, *DryRunRequest) (*DryRunResponse, error)
+	// ListConnections answers a person's connections as their agents see
+	// them (ingress asks it for the agents' REST and MCP doors): every
+	// connection and request the person is part of, the other party by
+	// address. Ingress only.
+	ListConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error)
 	mustEmbedUnimplementedPolicyServiceServer()
 }
 
@@ -126,6 +147,9 @@ func (UnimplementedPolicyServiceServer) PushRuleSet(context.Context, *PushRuleSe
 }
 func (UnimplementedPolicyServiceServer) DryRun(context.Context, *DryRunRequest) (*DryRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DryRun not implemented")
+}
+func (UnimplementedPolicyServiceServer) ListConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConnections not implemented")
 }
 func (UnimplementedPolicyServiceServer) mustEmbedUnimplementedPolicyServiceServer() {}
 func (UnimplementedPolicyServiceServer) testEmbeddedByValue()                       {}
@@ -202,6 +226,24 @@ func _PolicyService_DryRun_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PolicyService_ListConnections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConnectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PolicyServiceServer).ListConnections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PolicyService_ListConnections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PolicyServiceServer).ListConnections(ctx, req.(*ListConnectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PolicyService_ServiceDesc is the grpc.ServiceDesc for PolicyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -220,6 +262,10 @@ var PolicyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DryRun",
 			Handler:    _PolicyService_DryRun_Handler,
+		},
+		{
+			MethodName: "ListConnections",
+			Handler:    _PolicyService_ListConnections_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -70,6 +70,12 @@ func (s *Store) Head(ctx context.Context, tenant, person string) (storage.Head, 
 
 // Entries implements storage.Reader.
 func (s *Store) Entries(ctx context.Context, tenant, person string, from uint64, limit int) ([]storage.StoredEntry, error) {
+	return s.entries(ctx, tenant, person, from, limit, true)
+}
+
+// entries reads up to limit leaves from index from, with their openings
+// if withOpenings (decrypting them costs a secret and an AES open each).
+func (s *Store) entries(ctx context.Context, tenant, person string, from uint64, limit int, withOpenings bool) ([]storage.StoredEntry, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: limit %d", storage.ErrInvalid, limit)
 	}
@@ -102,7 +108,9 @@ func (s *Store) Entries(ctx context.Context, tenant, person string, from uint64,
 			return false
 		}
 		out = append(out, storage.StoredEntry{Index: from + uint64(len(out)), Leaf: lm.leaf, Time: lm.time})
-		out[len(out)-1].Opening, out[len(out)-1].Erased = s.opening(ctx, tenant, person, from+uint64(len(out)-1), lm)
+		if withOpenings {
+			out[len(out)-1].Opening, out[len(out)-1].Erased = s.opening(ctx, tenant, person, from+uint64(len(out)-1), lm)
+		}
 		return len(out) < n
 	})
 	if err == nil {
@@ -247,16 +255,24 @@ func (s *Store) Leaf(ctx context.Context, tenant, person string, index uint64) (
 
 // FindEnvelope returns the last leaf of a person's log about envelopeID
 // whose entry satisfies match, searching from the end backwards (the
-// envelope a receipt is asked for is usually recent).
-func (s *Store) FindEnvelope(ctx context.Context, tenant, person, envelopeID string, match func(ledgerlog.Entry) bool) (uint64, []byte, error) {
-	h, err := s.Head(ctx, tenant, person)
-	if err != nil {
+// envelope a receipt is asked for is usually recent) in growing chunks,
+// and no further back than the leaves stored before notBefore (stream
+// time; zero: the whole log). ErrInvalid when there is none.
+func (s *Store) FindEnvelope(ctx context.Context, tenant, person, envelopeID string, notBefore time.Time, match func(ledgerlog.Entry) bool) (uint64, []byte, error) {
+	var size uint64
+	if err := s.withLog(ctx, tenant, person, func(ls *logState) error {
+		size = uint64(ls.tree.size)
+		return nil
+	}); err != nil {
 		return 0, nil, err
 	}
-	const chunk = 128
-	for end := h.Size; end > 0; {
+	if size == 0 {
+		return 0, nil, fmt.Errorf("%w: %s/%s", storage.ErrNoLog, tenant, person)
+	}
+	chunk := uint64(16)
+	for end := size; end > 0; chunk = min(4*chunk, 512) {
 		start := end - min(end, chunk)
-		es, err := s.Entries(ctx, tenant, person, start, int(end-start))
+		es, err := s.entries(ctx, tenant, person, start, int(end-start), false)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -265,6 +281,9 @@ func (s *Store) FindEnvelope(ctx context.Context, tenant, person, envelopeID str
 			if err == nil && e.EnvelopeID == envelopeID && match(e) {
 				return es[i].Index, es[i].Leaf, nil
 			}
+		}
+		if len(es) > 0 && es[0].Time.Before(notBefore) {
+			break
 		}
 		end = start
 	}
