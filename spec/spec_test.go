@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/alpd-project/alpd/internal/alpwire"
 	"github.com/alpd-project/alpd/services/federation"
@@ -76,7 +77,8 @@ func TestLinksResolve(t *testing.T) {
 }
 
 // anchors returns the GitHub anchors of a Markdown text's headings:
-// lowercased, punctuation other than '-' and '_' dropped, spaces as '-'.
+// lowercased, spaces as '-', every character but letters, marks, digits,
+// connector punctuation ('_') and '-' dropped.
 func anchors(text string) []string {
 	var out []string
 	inFence := false
@@ -93,7 +95,7 @@ func anchors(text string) []string {
 			switch {
 			case r == ' ':
 				b.WriteByte('-')
-			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 0x7f:
+			case r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) || unicode.Is(unicode.Pc, r):
 				b.WriteRune(r)
 			}
 		}
